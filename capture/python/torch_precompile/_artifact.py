@@ -1,0 +1,88 @@
+"""The pair on disk: python_code's literal metadata section and the cache envelope.
+
+Both tracers write through here, so the header fields, the code_hash binding and the
+atomic pair write are spelled once.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+from . import _native
+from ._errors import PrecompileError
+
+FORMAT = "torch_precompile/1"
+CREATED_BY = "torch_precompile 0.1.0"
+
+
+def literal_block(items: dict[str, Any]) -> str:
+    """Module-level ``NAME = <literal>`` lines, readable and parseable without exec."""
+    lines = []
+    for name, value in items.items():
+        text = repr(value)
+        ast.literal_eval(text)  # the loader parses these without executing anything
+        lines.append(f"{name} = {text}")
+    return "\n".join(lines) + "\n"
+
+
+def read_metadata(code: str) -> dict[str, Any]:
+    """The literal ``NAME = value`` assignments at the top level of python_code."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise PrecompileError(f"python_code is not valid Python ({e}); it is not a torch.compiler.precompile artifact") from e
+    meta: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name.isupper():
+                try:
+                    meta[name] = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+    return meta
+
+
+def torch_build() -> str:
+    import torch
+
+    return f"{torch.__version__}+git{getattr(torch.version, 'git_version', 'unknown')[:12]}"
+
+
+def header_for(code: bytes, *, backend: str, tracer: str, meta: dict[str, Any] | None = None) -> str:
+    return json.dumps({
+        "backend": backend,
+        "tracer": tracer,
+        "code_hash": _native.sha256_hex(code),
+        "torch_build": torch_build(),
+        "python_version": platform.python_version(),
+        "platform": f"{sys.platform}-{platform.machine()}",
+        "created_by": CREATED_BY,
+        "meta": meta or {},
+    })
+
+
+def encode_cache(code: bytes, *, backend: str, tracer: str, entries: list[tuple[str, str, bytes]],
+                 meta: dict[str, Any] | None = None) -> bytes:
+    return bytes(_native.cache_encode(header_for(code, backend=backend, tracer=tracer, meta=meta), entries))
+
+
+def write_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLike[str],
+               code: bytes, cache: bytes) -> None:
+    """Both files, or neither: temps are written and fsynced before either rename."""
+    code_path, cache_path_s = os.fspath(artifact_path), os.fspath(cache_path)
+    try:
+        for p in (code_path, cache_path_s):
+            parent = os.path.dirname(os.path.abspath(p))
+            os.makedirs(parent, exist_ok=True)
+        _native.write_pair_atomic(code_path, code, cache_path_s, cache)
+    except OSError as e:
+        raise PrecompileError(
+            f"could not write the artifact pair ({code_path}, {cache_path_s}): {e}. "
+            "Nothing was replaced; fix the path or permissions and capture again."
+        ) from e

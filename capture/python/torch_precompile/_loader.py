@@ -1,0 +1,122 @@
+"""load(): verify the pair, prime the kernel caches, exec python_code, wrap it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from typing import Any
+
+from . import _artifact, _native
+from ._api import PrecompiledRunnable
+from ._errors import PrecompileError
+
+log = logging.getLogger(__name__)
+
+
+class StandaloneRunnable(PrecompiledRunnable):
+    """A standalone artifact: calls go straight to its driver; nothing is installed."""
+
+    installed = False
+
+    def __init__(self, forward: Any, meta: dict[str, Any], path: str) -> None:
+        self._forward = forward
+        self.metadata = meta
+        self.artifact_path = path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"<PrecompiledRunnable {self.metadata.get('FN_NAME')} "
+                f"tracer={self.metadata.get('TRACER')} backend={self.metadata.get('BACKEND')} "
+                f"standalone from {self.artifact_path}>")
+
+
+def _read(path: str | os.PathLike[str], what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise PrecompileError(f"load: cannot read the {what} {os.fspath(path)!r}: {e.strerror or e}") from e
+
+
+def verified_entries(code: bytes, cache: bytes, meta: dict[str, Any], cache_path: str) -> list[tuple[str, str, bytes]] | None:
+    """The cache's entries once it is proven to belong to this python_code, or None
+    (with a warning) when the cache is not one this build can use."""
+    try:
+        header_json, entries = _native.cache_decode(cache)
+    except _native.ForeignCache as e:
+        warnings.warn(f"load: ignoring the cache {cache_path!r}: {e}. Serving from python_code alone (kernels JIT-compile).", stacklevel=3)
+        return None
+    except _native.CacheError as e:
+        warnings.warn(f"load: ignoring the unreadable cache {cache_path!r}: {e}. Serving from python_code alone (kernels JIT-compile).", stacklevel=3)
+        return None
+    header = json.loads(header_json)
+    for field, key in (("backend", "BACKEND"), ("tracer", "TRACER")):
+        if header[field] != meta.get(key):
+            raise PrecompileError(
+                f"load: the cache was written by a {field}={header[field]!r} capture but "
+                f"python_code says {key} = {meta.get(key)!r}: the pair came from different "
+                "captures; pass the two files one capture wrote"
+            )
+    if header["code_hash"] != _native.sha256_hex(code):
+        raise PrecompileError(
+            "load: the cache belongs to different python_code (its code_hash does not "
+            "match the artifact's sha256): the pair came from different captures, or "
+            "python_code was edited; pass the two files one capture wrote, or capture again"
+        )
+    if header["torch_build"] != _artifact.torch_build():
+        warnings.warn(
+            f"load: the cache was built by torch {header['torch_build']}, this is "
+            f"{_artifact.torch_build()}; its kernels are not used (serving JIT-compiles).",
+            stacklevel=3,
+        )
+        return None
+    return [(k, n, bytes(d)) for k, n, d in entries]
+
+
+def prime(entries: list[tuple[str, str, bytes]]) -> None:
+    import torch
+
+    for kind, name, data in entries:
+        if kind == "inductor_bundle":
+            torch.compiler.load_cache_artifacts(data)
+
+
+def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLike[str], *,
+              allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
+    code = _read(artifact_path, "python_code artifact")
+    cache = _read(cache_path, "cache")
+    try:
+        text = code.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PrecompileError(f"load: {os.fspath(artifact_path)!r} is not UTF-8 text; it is not a torch.compiler.precompile artifact") from e
+    meta = _artifact.read_metadata(text)
+    if meta.get("FORMAT") != _artifact.FORMAT or "BACKEND" not in meta or "TRACER" not in meta:
+        raise PrecompileError(
+            f"load: {os.fspath(artifact_path)!r} is not a torch.compiler.precompile artifact "
+            f"(no FORMAT = {_artifact.FORMAT!r} / BACKEND / TRACER header); pass the "
+            "artifact_path a capture wrote"
+        )
+    mode = meta.get("SERVING_MODE", "standalone")
+    if allow_serve_time_compiles and mode == "standalone":
+        raise PrecompileError(
+            "load(allow_serve_time_compiles=True): a standalone artifact has no compiler "
+            "behind it, so it cannot compile at serve time; drop the flag"
+        )
+    entries = verified_entries(code, cache, meta, os.fspath(cache_path))
+    if entries:
+        prime(entries)
+    if meta["TRACER"] == "make_fx":
+        ns: dict[str, Any] = {"__name__": f"torch_precompile.artifact.{_native.sha256_hex(code)[:12]}",
+                              "__file__": os.fspath(artifact_path)}
+        exec(compile(text, os.fspath(artifact_path), "exec"), ns)
+        forward = ns.get("forward")
+        if not callable(forward):
+            raise PrecompileError(f"load: {os.fspath(artifact_path)!r} defines no forward(); it is not a torch.compiler.precompile artifact")
+        return StandaloneRunnable(forward, meta, os.fspath(artifact_path))
+    from ._dynamo.load import load_dynamo
+
+    return load_dynamo(text, meta, entries, os.fspath(artifact_path), allow_serve_time_compiles=allow_serve_time_compiles)

@@ -1,0 +1,91 @@
+"""MakeFxCapture: exactly one positional call, traced and lowered when it runs."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from .. import _artifact
+from .._api import Capture
+from .._errors import PrecompileError
+from .._summary import PrecompileSummary
+from .._tracers import MakeFxTracer
+
+_SPENT = "this capture's block has exited and a capture is single-use; call capture() again for a fresh one"
+
+
+def fn_name(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    return f"{module}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
+
+
+class MakeFxCapture(Capture):
+    def __init__(self, fn: Callable[..., Any], artifact_path: str | os.PathLike[str],
+                 cache_path: str | os.PathLike[str], *, tracer: MakeFxTracer, backend: str) -> None:
+        self._fn = fn
+        self._artifact_path = artifact_path
+        self._cache_path = cache_path
+        self._tracer = tracer
+        self._backend = backend
+        self._state = "new"  # new -> open -> spent
+        self._called = False
+        self._pair: tuple[bytes, bytes] | None = None
+
+    def __enter__(self) -> MakeFxCapture:
+        if self._state == "spent":
+            raise PrecompileError(f"capture: {_SPENT}")
+        if self._state == "open":
+            raise PrecompileError("capture: this capture is already open; a capture is entered once")
+        self._state = "open"
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._state = "spent"
+        if exc_type is not None:
+            return  # a block that raised writes nothing it had not saved
+        self._write()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._state != "open":
+            raise PrecompileError(
+                "capture: call the capture inside its `with` block"
+                if self._state == "new" else f"capture: {_SPENT}"
+            )
+        if kwargs:
+            raise PrecompileError(
+                f"capture: a MakeFxTracer capture takes positional arguments only, got "
+                f"keywords {sorted(kwargs)}; pass them positionally or use DynamoTracer"
+            )
+        if self._called:
+            raise PrecompileError(
+                "capture: a MakeFxTracer capture takes exactly ONE call (it traces one "
+                "execution and specializes to it); use DynamoTracer to capture several calls"
+            )
+        self._called = True
+        from .render import render
+        from .trace import trace
+
+        traced = trace(self._fn, args, self._tracer.decompositions, self._backend)
+        self._pair = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
+        return traced.result
+
+    def save(self) -> None:
+        if self._state != "open":
+            raise PrecompileError(
+                "capture: save() works only inside the capture's `with` block"
+                if self._state == "new" else f"capture: save() after exit: {_SPENT}"
+            )
+        self._write()
+
+    def summary(self) -> PrecompileSummary:
+        n = 1 if self._pair is not None else 0
+        return PrecompileSummary(frames=n, resume_functions=0, guarded_codes=n, backend_graphs=n)
+
+    def _write(self) -> None:
+        if self._pair is None:
+            raise PrecompileError(
+                "capture: nothing was captured (the capture's call raised)" if self._called
+                else "capture: nothing was captured; call the capture with your example "
+                     "arguments inside the `with` block before it exits"
+            )
+        _artifact.write_pair(self._artifact_path, self._cache_path, *self._pair)

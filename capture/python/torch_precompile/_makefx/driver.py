@@ -1,0 +1,116 @@
+# ---------------------------------------------------------------------------
+# Driver: the calling convention. Inlined verbatim from
+# torch_precompile/_makefx/driver.py; it reads the metadata constants above and
+# the program's ``call(flat_inputs)``.
+# ---------------------------------------------------------------------------
+import torch as _torch
+import torch.utils._pytree as _pytree
+
+try:  # the shared error type when torch_precompile is installed; a local one otherwise
+    from torch_precompile import PrecompileError as _PrecompileError
+except ImportError:  # pragma: no cover - the artifact run on its own
+    class _PrecompileError(RuntimeError):
+        pass
+
+_IN_SPEC = _pytree.treespec_loads(IN_SPEC)
+_OUT_SPEC = _pytree.treespec_loads(OUT_SPEC)
+
+
+def _pc_fail(message):
+    raise _PrecompileError(f"precompiled {FN_NAME}: {message}")
+
+
+def _pc_module_state(args):
+    """The runtime models' params/buffers, in the captured order, checked leaf by leaf."""
+    tables = {}
+    for pos, names in STATE_NAMES.items():
+        m = args[pos]
+        if not isinstance(m, _torch.nn.Module):
+            _pc_fail(f"argument {pos} must be an nn.Module (as at capture), got {type(m).__name__}")
+        params = dict(m.named_parameters(remove_duplicate=False))
+        buffers = {n: b for n, b in m.named_buffers(remove_duplicate=False) if b is not None}
+        found = sorted([*params, *buffers])
+        if found != sorted(names):
+            missing = sorted(set(names) - set(found))
+            extra = sorted(set(found) - set(names))
+            _pc_fail(
+                f"the model at argument {pos} does not match the captured structure: "
+                f"missing {missing[:5]}, unexpected {extra[:5]}; pass a model of the "
+                "captured architecture"
+            )
+        tables[pos] = (params, buffers)
+    out = []
+    for kind, meta in (("parameter", PARAMS), ("buffer", BUFFERS)):
+        for pos, name, shape, dtype, device in meta:
+            params, buffers = tables[pos]
+            t = (params if kind == "parameter" else buffers)[name]
+            if list(t.shape) != shape or str(t.dtype) != dtype or str(t.device) != device:
+                _pc_fail(
+                    f"{kind} {name!r} of argument {pos} is {list(t.shape)} {t.dtype} on "
+                    f"{t.device}; the capture had {shape} {dtype} on {device}"
+                )
+            out.append(t)
+    return out
+
+
+def _pc_user_leaves(args):
+    user = tuple(a for i, a in enumerate(args) if i not in STATE_NAMES)
+    leaves, spec = _pytree.tree_flatten(user)
+    if spec != _IN_SPEC:
+        _pc_fail(f"the inputs have structure {spec}; the capture had {_IN_SPEC}")
+    for i, (leaf, rec) in enumerate(zip(leaves, USER_LEAVES)):
+        if rec["kind"] == "constant":
+            if leaf != rec["value"] or type(leaf) is not type(rec["value"]):
+                _pc_fail(
+                    f"input leaf {i} is {leaf!r}; the capture specialized it to "
+                    f"{rec['value']!r} (make_fx bakes Python values): capture again with "
+                    "this value"
+                )
+            continue
+        if not isinstance(leaf, _torch.Tensor):
+            _pc_fail(f"input leaf {i} must be a tensor, got {type(leaf).__name__}")
+        shape = list(leaf.shape)
+        want = rec["shape"]
+        if len(shape) != len(want) or any(w is not None and w != s for s, w in zip(shape, want)):
+            _pc_fail(f"input leaf {i} has shape {shape}; the capture expects {want} (None = any size)")
+        for dim, (lo, hi) in rec.get("bounds", {}).items():
+            size = shape[int(dim)]
+            if (lo is not None and size < lo) or (hi is not None and size > hi):
+                _pc_fail(f"input leaf {i} dim {dim} is {size}, outside the marked range [{lo}, {hi}]")
+        if str(leaf.dtype) != rec["dtype"] or str(leaf.device) != rec["device"]:
+            _pc_fail(
+                f"input leaf {i} is {leaf.dtype} on {leaf.device}; the capture expects "
+                f"{rec['dtype']} on {rec['device']}"
+            )
+        if BACKEND == "inductor" and rec["layout"] != "strided":
+            ok = (leaf.is_contiguous() if rec["layout"] == "contiguous"
+                  else leaf.is_contiguous(memory_format=_torch.channels_last))
+            if not ok:
+                _pc_fail(
+                    f"input leaf {i} is not {rec['layout']}; the inductor capture is "
+                    f"specialized to that memory format: pass .contiguous() (or the "
+                    "captured layout)"
+                )
+    return leaves
+
+
+def forward(*args, **kwargs):
+    if kwargs:
+        _pc_fail(f"a MakeFxTracer artifact takes positional arguments only, got {sorted(kwargs)}")
+    if len(args) != NUM_ARGS:
+        _pc_fail(f"takes {NUM_ARGS} positional arguments as at capture, got {len(args)}")
+    state = _pc_module_state(args)
+    leaves = _pc_user_leaves(args)
+    grad_mode = _torch.is_grad_enabled() and BACKEND == "eager" and not GRAD_PARAM_INDICES
+    with _torch.set_grad_enabled(grad_mode):
+        outs = list(call([*state, *leaves]))
+    n_result = len(outs) - len(GRAD_PARAM_INDICES)
+    if GRAD_PARAM_INDICES:
+        with _torch.no_grad():
+            for idx, g in zip(GRAD_PARAM_INDICES, outs[n_result:]):
+                p = state[idx]
+                if p.grad is None:
+                    p.grad = g.detach()
+                else:
+                    p.grad.add_(g)
+    return _pytree.tree_unflatten(outs[:n_result], _OUT_SPEC)

@@ -1,0 +1,218 @@
+"""One non-strict make_fx trace of ``fn(*args)``, which is also the call's real run.
+
+A static capture traces in make_fx's "real" mode: every op runs on the real tensors
+while it is recorded, so the call's side effects (buffer updates, gradient
+accumulation) happen exactly once and its result is what the caller gets back. A
+capture with ``mark_unbacked`` dims traces on fake tensors with unbacked sizes
+instead, and then runs ``fn`` once more, for real, to produce the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils import stateless
+
+from .._errors import PrecompileError
+from . import lifting
+from .unbacked import fakeify, read_marks
+
+
+@dataclasses.dataclass
+class Traced:
+    gm: torch.fx.GraphModule
+    example_inputs: list[Any]       # graph inputs in order: lifted state, then user leaves
+    lifted: lifting.Lifted
+    module_positions: list[int]
+    num_args: int
+    in_spec: pytree.TreeSpec        # of the tuple of non-module arguments
+    out_spec: pytree.TreeSpec
+    grad_param_indices: list[int]   # unique-param index of each trailing grad output
+    user_leaves: list[dict[str, Any]]
+    result: Any
+    dynamic: bool
+
+
+def _leaf_record(leaf: Any, marks: dict[int, tuple[Any, Any, Any]]) -> dict[str, Any]:
+    """What the driver checks a runtime leaf against."""
+    if isinstance(leaf, torch.Tensor):
+        shape: list[int | None] = [None if d in marks else int(s) for d, s in enumerate(leaf.shape)]
+        if leaf.is_contiguous():
+            layout = "contiguous"
+        elif leaf.dim() == 4 and leaf.is_contiguous(memory_format=torch.channels_last):
+            layout = "channels_last"
+        else:
+            layout = "strided"
+        rec: dict[str, Any] = {
+            "kind": "tensor",
+            "shape": shape,
+            "dtype": str(leaf.dtype),
+            "device": str(leaf.device),
+            "layout": layout,
+            "requires_grad": bool(leaf.requires_grad),
+        }
+        bounds = {d: [lo, hi] for d, (_sid, lo, hi) in marks.items() if lo is not None or hi is not None}
+        if bounds:
+            rec["bounds"] = bounds
+        return rec
+    if leaf is None or isinstance(leaf, (bool, int, float, str)):
+        # make_fx specializes plain values into the graph: the driver insists on them.
+        return {"kind": "constant", "value": leaf}
+    raise PrecompileError(
+        f"capture: an argument leaf of type {type(leaf).__name__} cannot be captured by "
+        "make_fx; pass tensors, Python scalars, strings or None (in lists, tuples or dicts)"
+    )
+
+
+def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | None,
+          backend: str) -> Traced:
+    module_positions = [i for i, a in enumerate(args) if isinstance(a, torch.nn.Module)]
+    user_args = tuple(a for i, a in enumerate(args) if i not in module_positions)
+    lifted = lifting.lift(args)
+    user_flat, in_spec = pytree.tree_flatten(user_args)
+    for i, leaf in enumerate(user_flat):
+        if isinstance(leaf, torch.Tensor) and leaf.is_nested:
+            raise PrecompileError(
+                f"capture: user input leaf {i} is a nested tensor ({leaf.layout}), which "
+                "capture does not support; pass a plain dense tensor"
+            )
+    marks = read_marks(user_flat)
+    if any(marks) and backend != "inductor":
+        raise PrecompileError(
+            "capture: mark_unbacked dims need backend='inductor' (the eager backend runs "
+            "the captured graph as-is, specialized to the example shapes)"
+        )
+    user_leaves = [_leaf_record(leaf, m) for leaf, m in zip(user_flat, marks)]
+    num_pb = len(lifted.tensors)
+    n_params = lifted.num_params
+    state: dict[str, Any] = {}
+
+    def flat_fn(*flat: Any) -> list[Any]:
+        pb = flat[:num_pb]
+        user = pytree.tree_unflatten(list(flat[num_pb:]), in_spec)
+        with contextlib.ExitStack() as stack:
+            for pos in module_positions:
+                binding = {name: pb[idx] for p, name, idx in lifted.bindings if p == pos}
+                stack.enter_context(stateless._reparametrize_module(args[pos], binding, tie_weights=True))
+            full, ui = [], 0
+            for i in range(len(args)):
+                if i in module_positions:
+                    full.append(args[i])
+                else:
+                    full.append(user[ui])
+                    ui += 1
+            result = fn(*full)
+        grads = [p.grad for p in pb[:n_params]]
+        if any(getattr(b, "grad", None) is not None for b in pb[n_params:]):
+            raise PrecompileError(
+                "capture: a registered buffer received a gradient; only parameter "
+                "gradients are carried. Register it as an nn.Parameter instead."
+            )
+        result_flat, out_spec = pytree.tree_flatten(result)
+        state["out_spec"] = out_spec
+        state["result"] = result
+        state["grad_idx"] = [i for i, g in enumerate(grads) if g is not None]
+        return [*result_flat, *(g for g in grads if g is not None)]
+
+    real_flat = [*lifted.tensors, *user_flat]
+    saved_grads = [t.grad if isinstance(t, torch.Tensor) else None for t in real_flat]
+    for t in real_flat:
+        if isinstance(t, torch.Tensor) and t.grad is not None:
+            t.grad = None  # else make_fx would bake the old gradient in as a constant
+    dynamic = any(marks)
+    try:
+        if dynamic:
+            from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+            example_inputs, fake_mode = fakeify(lifted.tensors, user_flat, marks)
+            try:
+                with torch.enable_grad(), fake_mode:
+                    gm = make_fx(flat_fn, decomposition_table=decompositions,
+                                 tracing_mode="symbolic")(*example_inputs)
+            except GuardOnDataDependentSymNode as e:
+                raise PrecompileError(
+                    "capture: the graph needs to branch on a dim marked with "
+                    f"mark_unbacked, so it cannot serve every size of it ({e}). Remove "
+                    "the mark on that dim, or make the computation size-agnostic."
+                ) from e
+        else:
+            example_inputs = real_flat
+            with torch.enable_grad():
+                gm = make_fx(flat_fn, decomposition_table=decompositions,
+                             tracing_mode="real")(*real_flat)
+    finally:
+        _restore_grads(real_flat, saved_grads, accumulate=not dynamic)
+    _refuse_constants(gm, fn, args)
+    result = state["result"]
+    if dynamic:
+        # The trace ran on fakes; the caller's call runs now, for real.
+        result = fn(*args)
+    return Traced(
+        gm=gm,
+        example_inputs=list(example_inputs),
+        lifted=lifted,
+        module_positions=module_positions,
+        num_args=len(args),
+        in_spec=in_spec,
+        out_spec=state["out_spec"],
+        grad_param_indices=state["grad_idx"],
+        user_leaves=user_leaves,
+        result=result,
+        dynamic=dynamic,
+    )
+
+
+def _restore_grads(tensors: list[Any], saved: list[Any], *, accumulate: bool) -> None:
+    """Put the caller's gradients back; a real-mode trace's new gradients add to them,
+    exactly as the eager ``.backward()`` would have."""
+    with torch.no_grad():
+        for t, old in zip(tensors, saved):
+            if not isinstance(t, torch.Tensor):
+                continue
+            new = t.grad if accumulate else None
+            if new is not None:
+                new = new.detach()
+            if old is None:
+                t.grad = new
+            elif new is None:
+                t.grad = old
+            else:
+                old.add_(new)
+                t.grad = old
+
+
+def _refuse_constants(gm: torch.fx.GraphModule, fn: Any, args: tuple[Any, ...]) -> None:
+    """Every tensor the graph reads must be an input: a get_attr tensor was baked."""
+    baked = [getattr(gm, n.target) for n in gm.graph.nodes
+             if n.op == "get_attr" and isinstance(getattr(gm, n.target, None), torch.Tensor)]
+    if not baked:
+        return
+    candidates = lifting.closed_over_tensors(fn)
+    for pos, a in enumerate(args):
+        if isinstance(a, torch.nn.Module):
+            candidates += [(t, f"plain (unregistered) attribute {q}")
+                           for t, q in lifting.plain_tensor_attributes(a, f"argument {pos}")]
+    names = []
+    for t in baked:
+        desc = next((d for c, d in candidates if c is t or _same_storage(c, t)),
+                    "a tensor created inside fn from data (e.g. torch.tensor([...]))")
+        names.append(f"{desc} (shape {tuple(t.shape)}, {t.dtype})")
+    raise PrecompileError(
+        "capture: fn reads tensors that are neither arguments nor registered "
+        "parameters/buffers, so they would be baked into the artifact: "
+        + "; ".join(names)
+        + ". Pass them as arguments, or register them on the module with "
+        "register_buffer / nn.Parameter."
+    )
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() != 0
+    except Exception:
+        return False

@@ -1,0 +1,118 @@
+"""Dynamo: a frame compile (first compile or recompile) under lockdown.
+
+Dynamo's C frame evaluator checks a frame's cache entries (their guards) itself
+and calls back into Python only on a miss; the callback reaches
+``torch._dynamo.convert_frame._compile`` only once it has decided the frame is
+worth compiling (not in a skipfile, holds tensors, ...). Gating ``_compile``
+therefore refuses exactly the first compiles and the recompiles, and a call
+whose cache entry exists never reaches the gate.
+
+``ConvertFrame.__call__`` (the non-fullgraph callback) catches compile errors
+and, with ``torch._dynamo.config.suppress_errors``, runs the frame eagerly
+instead; it would swallow the refusal. So it re-raises a refusal recorded on
+this thread. Without suppress_errors the refusal propagates through the C
+callback to the caller unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from types import CodeType, ModuleType
+from typing import Any, Callable
+
+from .._errors import PrecompileError
+from .on_import import when_imported
+from .patch import refuse, replace
+
+REMEDY = (
+    "Capture this function ahead of time with torch.compiler.precompile.capture(), "
+    "calling it there with inputs of these shapes, dtypes and devices, so the artifact "
+    "covers the call; or call it outside the lockdown."
+)
+
+_tls = threading.local()
+
+
+def install() -> None:
+    when_imported("torch._dynamo.convert_frame", _arm)
+
+
+def _arm(convert_frame: ModuleType) -> None:
+    replace(convert_frame, "_compile", functools.partial(_gate_compile, convert_frame))
+    replace(convert_frame.ConvertFrame, "__call__", _reraise_refusal)
+
+
+def _gate_compile(convert_frame: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def _compile(*args: Any, **kwargs: Any) -> Any:
+        from .. import _lockdown
+
+        if _lockdown.current() is not None:
+            try:
+                what = describe(convert_frame, signature.bind(*args, **kwargs).arguments)
+            except Exception:  # noqa: BLE001
+                what = "a torch.compile frame compile"
+            try:
+                refuse(what, REMEDY)
+            except PrecompileError as refusal:
+                _tls.refused = refusal
+                raise
+        return original(*args, **kwargs)
+
+    return _compile
+
+
+def _reraise_refusal(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _tls.refused = None
+        try:
+            result = original(self, *args, **kwargs)
+            refused, _tls.refused = _tls.refused, None
+            if refused is not None:
+                raise refused
+            return result
+        finally:
+            _tls.refused = None
+
+    return __call__
+
+
+def where(code: CodeType) -> str:
+    return f"'{code.co_name}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+def describe(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:
+    """What Dynamo was about to do: a first compile, or a recompile and why."""
+    code: CodeType = arguments["code"]
+    entries = arguments.get("cache_entries") or []
+    verb = "export trace" if arguments.get("export") else "compile"
+    if not entries and arguments.get("cache_entry") is None:
+        return f"torch.compile: first {verb} of {where(code)}, which has no cache entry"
+    n = len(entries)
+    plural = "entry matches" if n == 1 else "entries match"
+    return (
+        f"torch.compile: re{verb} of {where(code)}: none of its {n} cache {plural} "
+        f"this call ({_guard_failure(convert_frame, arguments)})"
+    )
+
+
+def _guard_failure(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:
+    """The first failed guard, as Dynamo's recompile log would name it."""
+    try:
+        reasons = convert_frame.get_and_maybe_log_recompilation_reasons(
+            arguments.get("cache_entries_for_reasons") or arguments["cache_entries"],
+            arguments["frame"],
+            convert_frame.innermost_backend(arguments["compiler_fn"]),
+            skip_logging=True,
+        )
+    except Exception:  # noqa: BLE001
+        reasons = []
+    if not reasons:
+        return "guards failed"
+    return " ".join(reasons[0].split())

@@ -1,0 +1,87 @@
+"""Run a callback right after a named module finishes importing.
+
+Most gated subsystems (Dynamo, Inductor, AOTAutograd, Triton, cpp_extension) are
+imported lazily by torch, and importing them costs seconds; a process that only
+runs eager PyTorch must not pay for them. So each gate waits for its module: a
+meta-path finder wraps that module's loader, and the callback runs after the
+module body and before the importer sees it, so even ``from m import f`` done by
+the importer binds the gated ``f``. No torch import here.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import sys
+import threading
+from types import ModuleType
+from typing import Callable
+
+log = logging.getLogger("torch_precompile.gates")
+
+Callback = Callable[[ModuleType], None]
+
+_lock = threading.RLock()
+_waiting: dict[str, list[Callback]] = {}
+
+
+def when_imported(name: str, callback: Callback) -> None:
+    """Call ``callback(module)`` now if ``name`` is imported, else right after it is."""
+    with _lock:
+        module = sys.modules.get(name)
+        if module is None:
+            _waiting.setdefault(name, []).append(callback)
+            _ensure_finder()
+            return
+    _run(name, module, [callback])
+
+
+def _run(name: str, module: ModuleType, callbacks: list[Callback]) -> None:
+    for callback in callbacks:
+        try:
+            callback(module)
+        except Exception:  # noqa: BLE001
+            # A torch/Triton version without the gated attribute must not break
+            # the import of the module itself.
+            log.warning("could not arm a lockdown gate on %s", name, exc_info=True)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: asks the finders after it, then wraps the loader."""
+
+    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+        if name not in _waiting:
+            return None
+        spec = None
+        for finder in list(sys.meta_path):
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        real_exec = getattr(loader, "exec_module", None)
+        if real_exec is None:
+            return spec
+
+        def exec_module(module: ModuleType) -> None:
+            real_exec(module)
+            with _lock:
+                callbacks = _waiting.pop(name, [])
+            _run(name, module, callbacks)
+
+        loader.exec_module = exec_module  # type: ignore[union-attr]
+        return spec
+
+
+_finder: _Finder | None = None
+
+
+def _ensure_finder() -> None:
+    global _finder
+    if _finder is None:
+        _finder = _Finder()
+        sys.meta_path.insert(0, _finder)

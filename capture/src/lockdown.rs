@@ -1,0 +1,57 @@
+//! The policy lockdown state machine, for processes without the shim.
+
+use policy::lockdown;
+use pyo3::prelude::*;
+
+#[pyfunction]
+fn set_startup(on: bool) {
+    lockdown::set_startup(on)
+}
+
+#[pyfunction]
+fn lockdown_startup() -> bool {
+    lockdown::startup()
+}
+
+#[pyfunction]
+fn lockdown_enter() -> u32 {
+    lockdown::enter()
+}
+
+/// New depth, or -1 when it was already zero.
+#[pyfunction]
+fn lockdown_exit() -> i64 {
+    lockdown::exit().map_or(-1, i64::from)
+}
+
+#[pyfunction]
+fn lockdown_depth() -> u32 {
+    lockdown::depth()
+}
+
+#[pyfunction]
+fn serving_enter() -> u32 {
+    lockdown::serving_enter()
+}
+
+#[pyfunction]
+fn serving_exit() -> i64 {
+    lockdown::serving_exit().map_or(-1, i64::from)
+}
+
+#[pyfunction]
+fn serving_depth() -> u32 {
+    lockdown::serving_depth()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(set_startup, m)?)?;
+    m.add_function(wrap_pyfunction!(lockdown_startup, m)?)?;
+    m.add_function(wrap_pyfunction!(lockdown_enter, m)?)?;
+    m.add_function(wrap_pyfunction!(lockdown_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(lockdown_depth, m)?)?;
+    m.add_function(wrap_pyfunction!(serving_enter, m)?)?;
+    m.add_function(wrap_pyfunction!(serving_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(serving_depth, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! `precompile run [--lockdown] [--strict] [--journal PATH] -- CMD ARGS...`:
+//! execs CMD with the shim preloaded and the options as environment
+//! variables. It is an exec, so CMD's exit status is ours.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{anyhow, Context};
+use policy::env;
+
+use crate::args::{is_help, usage};
+use crate::locate;
+
+const HELP: &str = "usage: precompile run [--lockdown] [--strict] [--journal PATH] [--] CMD [ARGS...]
+
+Runs CMD with libprecompile.so preloaded (first in LD_PRELOAD, other preloads
+kept), so that CMD and every process it starts gate their compiler runs.
+
+options:
+  --lockdown       refuse every compiler run in the tree
+                   (sets TORCH_PRECOMPILE_NO_COMPILATION=1)
+  --strict         under lockdown, refuse version probes (`g++ --version`) too
+                   (sets PRECOMPILE_STRICT=1)
+  --journal PATH   append one JSON line per compiler decision to PATH
+                   (sets PRECOMPILE_JOURNAL; summarize with `precompile journal PATH`)
+  -h, --help       this text
+
+The exit status is CMD's.
+";
+
+#[derive(Debug, Default, PartialEq)]
+struct Options {
+    lockdown: bool,
+    strict: bool,
+    journal: Option<OsString>,
+    command: Vec<OsString>,
+}
+
+enum Parsed {
+    Help,
+    Run(Options),
+}
+
+fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
+    let mut o = Options::default();
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let bytes = arg.as_bytes();
+        if arg == "--" {
+            break;
+        } else if is_help(&arg) {
+            return Ok(Parsed::Help);
+        } else if arg == "--lockdown" {
+            o.lockdown = true;
+        } else if arg == "--strict" {
+            o.strict = true;
+        } else if arg == "--journal" {
+            let path = it.next().ok_or_else(|| usage("--journal needs a PATH"))?;
+            o.journal = Some(path);
+        } else if let Some(path) = bytes.strip_prefix(b"--journal=") {
+            o.journal = Some(OsStr::from_bytes(path).to_owned());
+        } else if bytes.starts_with(b"-") {
+            return Err(usage(format!("run: unknown option `{}` (see `precompile run --help`)", arg.to_string_lossy())));
+        } else {
+            o.command.push(arg);
+            break;
+        }
+    }
+    o.command.extend(it);
+    if o.command.is_empty() {
+        return Err(usage("run: missing command (usage: precompile run [options] -- CMD [ARGS...])"));
+    }
+    if o.journal.as_ref().is_some_and(|j| j.is_empty()) {
+        return Err(usage("run: --journal needs a non-empty PATH"));
+    }
+    Ok(Parsed::Run(o))
+}
+
+/// `lib` first, then the existing preloads minus any copy of the shim.
+fn preload_value(lib: &Path, existing: Option<&OsStr>) -> OsString {
+    let mut value = lib.as_os_str().as_bytes().to_vec();
+    let existing = existing.map(OsStr::as_bytes).unwrap_or(b"");
+    for item in existing.split(|&b| b == b':' || b == b' ').filter(|s| !s.is_empty()) {
+        let name = Path::new(OsStr::from_bytes(item)).file_name().map(OsStr::as_bytes);
+        if item == lib.as_os_str().as_bytes() || name == Some(locate::LIB_NAME.as_bytes()) {
+            continue;
+        }
+        value.push(b':');
+        value.extend_from_slice(item);
+    }
+    OsString::from_vec(value)
+}
+
+fn absolute(path: &OsStr) -> anyhow::Result<PathBuf> {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    Ok(std::env::current_dir().context("cannot read the current directory")?.join(p))
+}
+
+pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let o = match parse(args)? {
+        Parsed::Help => {
+            print!("{HELP}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Parsed::Run(o) => o,
+    };
+    let lib = locate::preload_library()?;
+    let (program, rest) = o.command.split_first().ok_or_else(|| usage("run: missing command"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    cmd.env(env::LD_PRELOAD, preload_value(&lib, std::env::var_os(env::LD_PRELOAD).as_deref()));
+    if o.lockdown {
+        cmd.env(env::NO_COMPILATION, "1");
+    }
+    if o.strict {
+        cmd.env(env::STRICT, "1");
+    }
+    if let Some(j) = &o.journal {
+        cmd.env(env::JOURNAL, absolute(j)?);
+    }
+    let err = cmd.exec();
+    let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+    eprintln!("precompile: {:#}", anyhow!(err).context(format!("cannot run `{}`", program.to_string_lossy())));
+    Ok(ExitCode::from(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    fn run_opts(v: &[&str]) -> Options {
+        match parse(os(v)).unwrap() {
+            Parsed::Run(o) => o,
+            Parsed::Help => panic!("help"),
+        }
+    }
+
+    #[test]
+    fn parses_options_then_the_command() {
+        let o = run_opts(&["--lockdown", "--journal", "j.jsonl", "--", "g++", "--version"]);
+        assert!(o.lockdown && !o.strict);
+        assert_eq!(o.journal.unwrap(), "j.jsonl");
+        assert_eq!(o.command, os(&["g++", "--version"]));
+        let o = run_opts(&["--strict", "--journal=x", "python3", "-c", "pass"]);
+        assert!(o.strict);
+        assert_eq!(o.journal.unwrap(), "x");
+        assert_eq!(o.command, os(&["python3", "-c", "pass"]));
+        // options after the command belong to it
+        let o = run_opts(&["ls", "--lockdown"]);
+        assert!(!o.lockdown);
+        assert_eq!(o.command, os(&["ls", "--lockdown"]));
+    }
+
+    #[test]
+    fn usage_errors() {
+        for bad in [&[][..], &["--"], &["--lockdown"], &["--journal"], &["--bogus", "x"], &["--journal=", "x"]] {
+            let e = parse(os(bad)).err().unwrap_or_else(|| panic!("{bad:?} parsed"));
+            assert!(e.downcast_ref::<crate::args::UsageError>().is_some(), "{bad:?}: {e}");
+        }
+        assert!(matches!(parse(os(&["--help"])).unwrap(), Parsed::Help));
+    }
+
+    #[test]
+    fn the_shim_goes_first_without_duplicates() {
+        let lib = Path::new("/opt/lib/precompile/libprecompile.so");
+        assert_eq!(preload_value(lib, None), "/opt/lib/precompile/libprecompile.so");
+        assert_eq!(
+            preload_value(lib, Some(OsStr::new("libfoo.so /old/libprecompile.so:/opt/lib/precompile/libprecompile.so"))),
+            "/opt/lib/precompile/libprecompile.so:libfoo.so"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! Thin, exec-path-safe wrappers over the system calls the shim makes: each
+//! is one libc call on caller-owned buffers, no allocation, no lock.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location returns this thread's errno slot, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(value: c_int) {
+    // SAFETY: as in `errno`; writing our own thread's errno.
+    unsafe { *libc::__errno_location() = value }
+}
+
+/// `open(path, O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, 0644)`; -1 on error.
+pub fn open_append(path: &CStr) -> c_int {
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC;
+    // SAFETY: `path` is a valid C string; the mode argument is passed as
+    // the variadic third argument `open` expects with O_CREAT.
+    unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) }
+}
+
+pub fn close(fd: c_int) {
+    // SAFETY: closing a descriptor this module opened.
+    unsafe { libc::close(fd) };
+}
+
+/// ONE `write()` of the whole buffer (retried only on EINTR); true when it
+/// all went out. Never split: a split write could interleave with another
+/// process's append.
+pub fn write_all_once(fd: c_int, bytes: &[u8]) -> bool {
+    loop {
+        // SAFETY: `bytes` is a live buffer of `bytes.len()` bytes.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return usize::try_from(n).ok() == Some(bytes.len());
+    }
+}
+
+/// Writes a message to stderr, keeping the caller's errno.
+pub fn write_stderr(bytes: &[u8]) {
+    let saved = errno();
+    write_all_once(libc::STDERR_FILENO, bytes);
+    set_errno(saved);
+}
+
+/// The current directory into `buf`; empty when it cannot be read.
+pub fn getcwd(buf: &mut [u8]) -> &[u8] {
+    // SAFETY: `buf` is writable for `buf.len()` bytes; getcwd NUL-terminates
+    // within that length or fails.
+    let p = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
+    if p.is_null() {
+        return b"";
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    buf.get(..end).unwrap_or(b"")
+}
+
+/// Seconds since the epoch (CLOCK_REALTIME).
+pub fn now() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-parameter.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+pub fn getpid() -> i64 {
+    // SAFETY: no preconditions (a system call in glibc ≥ 2.25, correct in
+    // a vfork child).
+    i64::from(unsafe { libc::getpid() })
+}
+
+pub fn getppid() -> i64 {
+    // SAFETY: no preconditions.
+    i64::from(unsafe { libc::getppid() })
+}
+
+pub fn gettid() -> i64 {
+    // SAFETY: SYS_gettid takes no arguments.
+    i64::from(unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t)
+}
+
+/// `readlink(path)` into `buf`; the target's bytes, or `None` when `path`
+/// is not a symlink (or the target did not fit).
+pub fn readlink<'b>(path: &CStr, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    // SAFETY: `path` is a C string, `buf` is writable for its length;
+    // readlink writes at most that many bytes.
+    let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = usize::try_from(n).ok()?;
+    if n >= buf.len() {
+        return None; // possibly cut: treat as unresolvable
+    }
+    buf.get(..n)
+}
+
+/// `readlink(path)` as a C string in `buf`.
+pub fn readlink_c<'b>(path: &CStr, buf: &'b mut [u8]) -> Option<&'b CStr> {
+    let n = readlink(path, buf)?.len();
+    let slot = buf.get_mut(n)?;
+    *slot = 0;
+    CStr::from_bytes_with_nul(buf.get(..n.checked_add(1)?)?).ok()
+}
+
+/// A file's identity (device, inode).
+pub type FileId = (u64, u64);
+
+/// Whether `path` is something `execve` would run: an existing regular file
+/// the effective user may execute; its identity when it is. `Err(errno)`
+/// says why not, with the errno `execve` itself would give (ENOENT,
+/// ENOTDIR, EACCES, …).
+pub fn check_executable(path: &CStr) -> Result<FileId, c_int> {
+    let st = stat(path)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(libc::EACCES);
+    }
+    // SAFETY: `path` is a C string; faccessat only reads it.
+    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) };
+    if rc != 0 {
+        return Err(errno());
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// `stat(path)` (following symlinks).
+pub fn stat(path: &CStr) -> Result<libc::stat, c_int> {
+    // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a C string and `st` a valid out-parameter.
+    if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
+        return Err(errno());
+    }
+    Ok(st)
+}

@@ -1,0 +1,81 @@
+"""Shared fixtures: every behaviour that needs a fresh interpreter gets one.
+
+Tests drive real torch in child processes and read compile counts from the
+journal the shim (or the Python layer) writes; nothing is assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_LIB = Path(sys.prefix) / "lib" / "precompile" / "libprecompile.so"
+TARGET_LIB = ROOT / "target" / "release" / "libprecompile.so"
+
+
+def shim_path() -> Path:
+    for p in (VENV_LIB, TARGET_LIB):
+        if p.exists():
+            return p
+    pytest.skip("libprecompile.so is not built; run scripts/setup")
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def check(self) -> "Result":
+        assert self.returncode == 0, f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+        return self
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The parent's environment without any precompile state, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PRECOMPILE_") and k not in ("TORCH_PRECOMPILE_NO_COMPILATION", "LD_PRELOAD")
+    }
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    env.update(extra)
+    return env
+
+
+def run_python(code: str, *, preload: bool = False, env: dict[str, str] | None = None,
+               cwd: str | Path | None = None, timeout: float = 600, args: list[str] | None = None) -> Result:
+    """Run ``code`` in a fresh interpreter of this venv (optionally under the shim)."""
+    e = clean_env(**(env or {}))
+    if preload:
+        e["LD_PRELOAD"] = str(shim_path())
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *(args or [])],
+        env=e, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )
+    return Result(p.returncode, p.stdout, p.stderr)
+
+
+def read_journal(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def compiler_runs(path: str | Path, verdict: str | None = None) -> list[dict]:
+    """Journal records of compiles (not probes), optionally of one verdict."""
+    return [r for r in read_journal(path) if r["kind"] == "compile" and (verdict is None or r["verdict"] == verdict)]
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Path:
+    return tmp_path / "journal.jsonl"
