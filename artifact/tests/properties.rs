@@ -112,3 +112,70 @@ proptest! {
         prop_assert!(read_header(&bad).is_err());
     }
 }
+
+/// `MAGIC`, version 1 and `header_len`, framed with a correct checksum over `json`.
+fn framed(header_len: u64, json: &[u8], data: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    let mut out = artifact::MAGIC.to_vec();
+    out.extend_from_slice(&artifact::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&header_len.to_le_bytes());
+    out.extend_from_slice(json);
+    let sum = sha2::Sha256::digest(&out);
+    out.extend_from_slice(&sum);
+    out.extend_from_slice(data);
+    out
+}
+
+// Fuzz-style: the same checks as fuzz/fuzz_targets/*, run by `cargo test` so they
+// guard every change, not only fuzzing sessions.
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+        let _ = decode(&bytes);
+        let _ = read_header(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_tail_after_a_valid_prefix_never_panics(
+        header_len in prop_oneof![0u64..80, any::<u64>()],
+        tail in prop::collection::vec(any::<u8>(), 0..120),
+    ) {
+        let mut bytes = artifact::MAGIC.to_vec();
+        bytes.extend_from_slice(&artifact::FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&header_len.to_le_bytes());
+        bytes.extend_from_slice(&tail);
+        prop_assert!(decode(&bytes).is_err());
+        prop_assert!(read_header(&bytes).is_err());
+    }
+
+    #[test]
+    fn hostile_header_behind_a_valid_checksum_is_checked(
+        names in prop::collection::vec("[a-z./\\\\\0]{0,8}", 0..4),
+        sizes in prop::collection::vec(prop_oneof![0u64..4, any::<u64>()], 4),
+        data in prop::collection::vec(any::<u8>(), 0..8),
+    ) {
+        let mut h = common::header();
+        h.entries = names
+            .iter()
+            .zip(&sizes)
+            .map(|(n, s)| artifact::EntryMeta {
+                kind: "k".into(),
+                name: n.clone(),
+                size: *s,
+                sha256: artifact::sha256_hex(b""),
+            })
+            .collect();
+        let json = serde_json::to_vec(&h).unwrap();
+        let bytes = framed(json.len() as u64, &json, &data);
+        if let Ok(env) = decode(&bytes) {
+            // Only possible when every name is valid and every entry is empty.
+            for e in &env.entries {
+                artifact::validate_entry_name(&e.name).unwrap();
+                prop_assert!(e.data.is_empty());
+            }
+            prop_assert!(data.is_empty());
+        }
+    }
+}

@@ -22,7 +22,10 @@ fuzz_target!(|input: &[u8]| {
     let full = artifact::decode(&bytes);
     let head = artifact::read_header(&bytes);
     if let Ok(env) = full {
-        assert_eq!(head.expect("decode accepted what read_header refused"), env.header);
+        assert_eq!(
+            head.expect("decode accepted what read_header refused"),
+            env.header
+        );
         for e in &env.entries {
             artifact::validate_entry_name(&e.name).expect("decoded a bad entry name");
         }

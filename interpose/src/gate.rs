@@ -47,7 +47,7 @@ pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<()
     };
     let settings = state::get();
     let verdict = policy::decide(kind, policy::lockdown::current(), settings.rules.strict());
-    if !verdict.allowed && repeated_refusal(id, argv) {
+    if !verdict.allowed && repeated_refusal(exe, id, argv) {
         return Err(libc::EPERM);
     }
     journal::record(&journal::Entry { exe: exe.to_bytes(), argv, kind, verdict });
@@ -58,23 +58,46 @@ pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<()
     Err(libc::EPERM)
 }
 
-/// The last refusal: a hash of (pid, file identity, argv pointer).
+/// The last refusal, packed into one atomic word: the high half hashes
+/// (pid, file identity, argv pointer), the low half the path string.
 static LAST_REFUSAL: AtomicU64 = AtomicU64::new(0);
 
-/// True when this process just refused the same file with the same argv.
-///
-/// A shell's or CPython's PATH walk does not stop at EPERM: it tries the
-/// remaining candidates, and with a merged /usr (`/bin -> /usr/bin`) the
-/// same compiler comes up twice. The repeat is refused again but neither
-/// journaled nor reported a second time. The pid is part of the key, so a
-/// vfork child's store (into its parent's memory) never matches the parent.
-fn repeated_refusal(id: sys::FileId, argv: CStrArray<'_>) -> bool {
+fn mix(parts: &[u64]) -> u32 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [sys::getpid() as u64, id.0, id.1, argv.as_ptr() as usize as u64] {
+    for &part in parts {
         h = (h ^ part).wrapping_mul(0x0100_0000_01b3);
         h ^= h >> 29;
     }
-    LAST_REFUSAL.swap(h, Ordering::SeqCst) == h
+    (h ^ (h >> 32)) as u32
+}
+
+fn path_hash(path: &[u8]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in path {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h ^ (h >> 32)) as u32
+}
+
+/// True when this refusal is the same PATH walk reaching the same file again.
+///
+/// A shell's or CPython's PATH walk does not stop at EPERM: it tries the
+/// remaining candidates, and with a merged /usr (`/bin -> /usr/bin`) the
+/// same compiler comes up again under another path. That repeat is refused
+/// but neither journaled nor reported a second time. A new attempt (the same
+/// path again, or another file, argv or process) is. The pid is part of the
+/// key, so a vfork child's store (into its parent's memory) never matches
+/// the parent.
+fn repeated_refusal(exe: &CStr, id: sys::FileId, argv: CStrArray<'_>) -> bool {
+    let key = mix(&[sys::getpid() as u64, id.0, id.1, argv.as_ptr() as usize as u64]);
+    let path = path_hash(exe.to_bytes());
+    let last = LAST_REFUSAL.load(Ordering::SeqCst);
+    let (last_key, last_path) = ((last >> 32) as u32, last as u32);
+    if last_key == key && last_path != path {
+        return true;
+    }
+    LAST_REFUSAL.store((u64::from(key) << 32) | u64::from(path), Ordering::SeqCst);
+    false
 }
 
 /// Room for one stderr line.

@@ -217,7 +217,10 @@ fn checksum_cut_short_is_truncation_even_with_an_empty_header() {
     for extra in 0..CHECKSUM_LEN {
         let mut cut = bytes.clone();
         cut.extend(std::iter::repeat_n(0u8, extra));
-        assert!(corrupt_what(decode(&cut)).contains("header length"), "{extra}");
+        assert!(
+            corrupt_what(decode(&cut)).contains("header length"),
+            "{extra}"
+        );
     }
     // With all 32 bytes present the length is fine and the checksum is what fails.
     let mut whole = bytes.clone();

@@ -23,10 +23,11 @@ from typing import Any
 from .on_import import when_imported
 from .patch import gate
 
-REMEDY = (
-    "Build it ahead of time (a capture freezes Inductor's kernels into the cache; "
-    "extensions must be built before serving), or run it outside the lockdown."
+KERNEL_REMEDY = (
+    "Capture it ahead of time with torch.compiler.precompile.capture() so the cache "
+    "carries the built kernel, or run it outside the lockdown."
 )
+EXTENSION_REMEDY = "Build and load the extension before the lockdown, or run it outside the lockdown."
 
 
 def install() -> None:
@@ -46,7 +47,7 @@ def _arm_cpp_builder(cpp_builder: ModuleType) -> None:
         cpp_builder.CppBuilder,
         "build",
         lambda self: f"Inductor C++ build of {_target(self)} (no built library in the cache)",
-        REMEDY,
+        KERNEL_REMEDY,
     )
 
 
@@ -59,5 +60,5 @@ def _arm_cpp_extension(cpp_extension: ModuleType) -> None:
             lambda ext=None, *a, _entry=entry, **k: (
                 f"C++ extension build of {k.get('name', ext)!r} (torch.utils.cpp_extension.{_entry})"
             ),
-            REMEDY,
+            EXTENSION_REMEDY,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import threading
 from types import CodeType, ModuleType
 from typing import Any, Callable
@@ -91,14 +92,12 @@ def describe(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:
     """What Dynamo was about to do: a first compile, or a recompile and why."""
     code: CodeType = arguments["code"]
     entries = arguments.get("cache_entries") or []
-    verb = "export trace" if arguments.get("export") else "compile"
+    verb = "torch._dynamo.export" if arguments.get("export") else "torch.compile"
     if not entries and arguments.get("cache_entry") is None:
-        return f"torch.compile: first {verb} of {where(code)}, which has no cache entry"
-    n = len(entries)
-    plural = "entry matches" if n == 1 else "entries match"
+        return f"{verb} of {where(code)} — first compile, no cache entry —"
     return (
-        f"torch.compile: re{verb} of {where(code)}: none of its {n} cache {plural} "
-        f"this call ({_guard_failure(convert_frame, arguments)})"
+        f"{verb} of {where(code)} — recompile: no cache entry matches "
+        f"({len(entries)} compiled before; {_guard_failure(convert_frame, arguments)}) —"
     )
 
 
@@ -115,4 +114,5 @@ def _guard_failure(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:
         reasons = []
     if not reasons:
         return "guards failed"
-    return " ".join(reasons[0].split())
+    # "0/1: tensor 'x' size mismatch ..." -> drop the compile id.
+    return re.sub(r"^\d+/\d+: ", "", " ".join(reasons[0].split()))
