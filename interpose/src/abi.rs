@@ -129,13 +129,20 @@ pub extern "C" fn precompile_journal_disarm() -> c_int {
 /// `exe` is null or a C string; `argv` is null or a NULL-terminated array
 /// of C strings.
 #[no_mangle]
-pub unsafe extern "C" fn precompile_classify(exe: *const c_char, argv: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn precompile_classify(
+    exe: *const c_char,
+    argv: *const *const c_char,
+) -> c_int {
     // SAFETY: the caller passes null or a C string.
-    let Some(exe) = (unsafe { c_str(exe) }) else { return 0 };
+    let Some(exe) = (unsafe { c_str(exe) }) else {
+        return 0;
+    };
     // SAFETY: the caller passes null or a NULL-terminated array of C strings.
     let args = unsafe { CStrArray::from_raw(argv) };
     let path_var = std::env::var_os("PATH");
-    let path_var = path_var.as_ref().map_or(DEFAULT_PATH, |p| p.as_encoded_bytes());
+    let path_var = path_var
+        .as_ref()
+        .map_or(DEFAULT_PATH, |p| p.as_encoded_bytes());
     let mut buf = [0u8; PATH_BUF];
     let found = search_path(exe.to_bytes(), path_var, &mut buf).and_then(|n| candidate(&buf, n));
     let kind = gate::classify(found.unwrap_or(exe), args);

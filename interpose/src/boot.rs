@@ -14,7 +14,9 @@ use crate::state::Settings;
 /// `PRECOMPILE_LOG=<filter>` (`debug`, `info`, `precompile=trace`, …): the
 /// shim's log lines go to stderr. Unset: no subscriber, nothing printed.
 pub fn logging() {
-    let Some(spec) = std::env::var_os(env::LOG) else { return };
+    let Some(spec) = std::env::var_os(env::LOG) else {
+        return;
+    };
     let spec = spec.to_string_lossy();
     let filter = match tracing_subscriber::filter::Targets::from_str(&spec) {
         Ok(f) => f,
@@ -25,8 +27,13 @@ pub fn logging() {
     };
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false);
-    let _ = tracing_subscriber::registry().with(fmt).with(filter).try_init();
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(filter)
+        .try_init();
 }
 
 /// In a Python process whose `<libdir>/boot` exists, prepends that directory
@@ -35,13 +42,23 @@ pub fn python_path(settings: &Settings) {
     if !is_python() {
         return;
     }
-    let Some(lib) = settings.self_path.as_ref() else { return };
-    let Some(boot) = boot_dir(Path::new(std::ffi::OsStr::from_bytes(lib.to_bytes()))) else { return };
+    let Some(lib) = settings.self_path.as_ref() else {
+        return;
+    };
+    let Some(boot) = boot_dir(Path::new(std::ffi::OsStr::from_bytes(lib.to_bytes()))) else {
+        return;
+    };
     let current = std::env::var_os(env::PYTHONPATH);
-    if let Some(value) = prepended(current.as_ref().map(|v| v.as_bytes()), boot.as_os_str().as_bytes()) {
+    if let Some(value) = prepended(
+        current.as_ref().map(|v| v.as_bytes()),
+        boot.as_os_str().as_bytes(),
+    ) {
         // Before main, on the loading thread: no other thread reads the
         // environment yet.
-        std::env::set_var(env::PYTHONPATH, OsString::from(std::ffi::OsStr::from_bytes(&value)));
+        std::env::set_var(
+            env::PYTHONPATH,
+            OsString::from(std::ffi::OsStr::from_bytes(&value)),
+        );
         tracing::debug!(boot = %boot.display(), "boot directory prepended to PYTHONPATH");
     }
 }

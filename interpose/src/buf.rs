@@ -14,7 +14,11 @@ pub struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     pub fn new(buf: &'a mut [u8]) -> Writer<'a> {
-        Writer { buf, len: 0, overflowed: false }
+        Writer {
+            buf,
+            len: 0,
+            overflowed: false,
+        }
     }
 
     /// Appends as much of `bytes` as fits; remembers when something did not.
@@ -120,7 +124,12 @@ mod tests {
     fn pushes_and_formats_integers() {
         let mut b = [0u8; 64];
         let mut w = Writer::new(&mut b);
-        w.push(b"pid ").push_int(123).push_str(" ").push_int(-7).push_str(" ").push_int(0);
+        w.push(b"pid ")
+            .push_int(123)
+            .push_str(" ")
+            .push_int(-7)
+            .push_str(" ")
+            .push_int(0);
         assert_eq!(w.as_bytes(), b"pid 123 -7 0");
         assert!(!w.overflowed());
         let mut b = [0u8; 32];

@@ -42,7 +42,9 @@ fn name_of(entry: &[u8]) -> &[u8] {
 
 /// The `ld.so` separators: colons and spaces.
 fn preload_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value.split(|&b| b == b':' || b == b' ').filter(|s| !s.is_empty())
+    value
+        .split(|&b| b == b':' || b == b' ')
+        .filter(|s| !s.is_empty())
 }
 
 fn is_self(item: &[u8], me: &[u8]) -> bool {
@@ -53,7 +55,9 @@ fn is_self(item: &[u8], me: &[u8]) -> bool {
 fn satisfied(env: CStrArray<'_>, wanted: &Wanted<'_>) -> bool {
     if let Some(me) = wanted.preload {
         let mut values = env.bytes().filter_map(|e| value_of(e, LD_PRELOAD));
-        let Some(value) = values.next() else { return false };
+        let Some(value) = values.next() else {
+            return false;
+        };
         if values.next().is_some() {
             return false;
         }
@@ -83,13 +87,20 @@ pub struct Space {
 
 impl Space {
     pub fn new() -> Space {
-        Space { ptrs: [std::ptr::null(); MAX_ENV], preload: [0; PRELOAD_BUF] }
+        Space {
+            ptrs: [std::ptr::null(); MAX_ENV],
+            preload: [0; PRELOAD_BUF],
+        }
     }
 }
 
 /// Builds the child's environment in `space`; `Err(E2BIG)` when it does not
 /// fit (the caller refuses the exec).
-pub fn build(env: CStrArray<'_>, wanted: &Wanted<'_>, space: &mut Space) -> Result<*const *const c_char, c_int> {
+pub fn build(
+    env: CStrArray<'_>,
+    wanted: &Wanted<'_>,
+    space: &mut Space,
+) -> Result<*const *const c_char, c_int> {
     let Space { ptrs, preload } = space;
     let mut n = 0usize;
     let mut push = |p: *const c_char| -> Result<(), c_int> {
@@ -150,7 +161,10 @@ mod tests {
         let strings: Vec<CString> = items.iter().map(|s| CString::new(*s).unwrap()).collect();
         let mut ptrs: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
         ptrs.push(std::ptr::null());
-        Fake { _strings: strings, ptrs }
+        Fake {
+            _strings: strings,
+            ptrs,
+        }
     }
 
     fn array(f: &Fake) -> CStrArray<'_> {
@@ -165,7 +179,10 @@ mod tests {
         with_env(a, wanted, |p| {
             // SAFETY: `p` is `a` itself or an array built from it, alive here.
             let out = unsafe { CStrArray::from_raw(p) };
-            (p == a.as_ptr(), out.iter().map(|s| s.to_str().unwrap().to_owned()).collect())
+            (
+                p == a.as_ptr(),
+                out.iter().map(|s| s.to_str().unwrap().to_owned()).collect(),
+            )
         })
         .unwrap()
     }
@@ -176,7 +193,10 @@ mod tests {
     fn an_empty_environment_gets_the_preload_and_the_forced_entries() {
         let journal = c"PRECOMPILE_JOURNAL=/tmp/j";
         let forced = [LOCKED_ENTRY, journal];
-        let w = Wanted { preload: Some(ME), forced: &forced };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &forced,
+        };
         let (same, env) = child_env(&[], &w);
         assert!(!same);
         assert_eq!(
@@ -191,12 +211,17 @@ mod tests {
 
     #[test]
     fn a_null_environment_is_treated_as_empty() {
-        let w = Wanted { preload: Some(ME), forced: &[] };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &[],
+        };
         let a = CStrArray::empty();
         let got = with_env(a, &w, |p| {
             // SAFETY: built by `build`, alive inside the closure.
             let out = unsafe { CStrArray::from_raw(p) };
-            out.iter().map(|s| s.to_str().unwrap().to_owned()).collect::<Vec<_>>()
+            out.iter()
+                .map(|s| s.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
         })
         .unwrap();
         assert_eq!(got, vec!["LD_PRELOAD=/opt/pc/libprecompile.so"]);
@@ -204,19 +229,40 @@ mod tests {
 
     #[test]
     fn other_preloads_are_kept_after_ours_without_duplicates() {
-        let w = Wanted { preload: Some(ME), forced: &[] };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &[],
+        };
         let (_, env) = child_env(
-            &["A=1", "LD_PRELOAD=libfoo.so /x/libprecompile.so:/opt/pc/libprecompile.so:libbar.so", "B=2"],
+            &[
+                "A=1",
+                "LD_PRELOAD=libfoo.so /x/libprecompile.so:/opt/pc/libprecompile.so:libbar.so",
+                "B=2",
+            ],
             &w,
         );
-        assert_eq!(env, vec!["A=1", "B=2", "LD_PRELOAD=/opt/pc/libprecompile.so:libfoo.so:libbar.so"]);
+        assert_eq!(
+            env,
+            vec![
+                "A=1",
+                "B=2",
+                "LD_PRELOAD=/opt/pc/libprecompile.so:libfoo.so:libbar.so"
+            ]
+        );
     }
 
     #[test]
     fn a_complete_environment_passes_through_untouched() {
         let forced = [LOCKED_ENTRY];
-        let w = Wanted { preload: Some(ME), forced: &forced };
-        let env = ["PATH=/bin", "LD_PRELOAD=/opt/pc/libprecompile.so:libfoo.so", "TORCH_PRECOMPILE_NO_COMPILATION=1"];
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &forced,
+        };
+        let env = [
+            "PATH=/bin",
+            "LD_PRELOAD=/opt/pc/libprecompile.so:libfoo.so",
+            "TORCH_PRECOMPILE_NO_COMPILATION=1",
+        ];
         let (same, got) = child_env(&env, &w);
         assert!(same);
         assert_eq!(got, env);
@@ -225,7 +271,10 @@ mod tests {
     #[test]
     fn a_wrong_or_duplicated_value_is_replaced() {
         let forced = [LOCKED_ENTRY];
-        let w = Wanted { preload: Some(ME), forced: &forced };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &forced,
+        };
         let (same, got) = child_env(
             &[
                 "TORCH_PRECOMPILE_NO_COMPILATION=0",
@@ -235,7 +284,13 @@ mod tests {
             &w,
         );
         assert!(!same);
-        assert_eq!(got, vec!["LD_PRELOAD=/opt/pc/libprecompile.so", "TORCH_PRECOMPILE_NO_COMPILATION=1"]);
+        assert_eq!(
+            got,
+            vec![
+                "LD_PRELOAD=/opt/pc/libprecompile.so",
+                "TORCH_PRECOMPILE_NO_COMPILATION=1"
+            ]
+        );
         // our library present but not first
         let (same, got) = child_env(&["LD_PRELOAD=libfoo.so:/opt/pc/libprecompile.so"], &w);
         assert!(!same);
@@ -245,11 +300,23 @@ mod tests {
     #[test]
     fn unmanaged_variables_are_left_alone() {
         // not locked: a caller's own TORCH_PRECOMPILE_NO_COMPILATION stays
-        let w = Wanted { preload: Some(ME), forced: &[] };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &[],
+        };
         let (_, got) = child_env(&["TORCH_PRECOMPILE_NO_COMPILATION=1"], &w);
-        assert_eq!(got, vec!["TORCH_PRECOMPILE_NO_COMPILATION=1", "LD_PRELOAD=/opt/pc/libprecompile.so"]);
+        assert_eq!(
+            got,
+            vec![
+                "TORCH_PRECOMPILE_NO_COMPILATION=1",
+                "LD_PRELOAD=/opt/pc/libprecompile.so"
+            ]
+        );
         // nothing wanted at all: untouched, even when null
-        let w = Wanted { preload: None, forced: &[] };
+        let w = Wanted {
+            preload: None,
+            forced: &[],
+        };
         let (same, _) = child_env(&["X=1"], &w);
         assert!(same);
     }
@@ -259,7 +326,10 @@ mod tests {
         let many: Vec<String> = (0..MAX_ENV).map(|i| format!("V{i}=x")).collect();
         let refs: Vec<&str> = many.iter().map(String::as_str).collect();
         let f = fake(&refs);
-        let w = Wanted { preload: Some(ME), forced: &[] };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &[],
+        };
         assert_eq!(with_env(array(&f), &w, |_| ()), Err(libc::E2BIG));
     }
 
@@ -267,7 +337,10 @@ mod tests {
     fn an_oversized_preload_fails_closed_with_e2big() {
         let long = format!("LD_PRELOAD={}", "x".repeat(PRELOAD_BUF));
         let f = fake(&[&long]);
-        let w = Wanted { preload: Some(ME), forced: &[] };
+        let w = Wanted {
+            preload: Some(ME),
+            forced: &[],
+        };
         assert_eq!(with_env(array(&f), &w, |_| ()), Err(libc::E2BIG));
     }
 }

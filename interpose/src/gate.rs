@@ -19,7 +19,9 @@ use crate::sys;
 pub fn classify(exe: &CStr, argv: CStrArray<'_>) -> Kind {
     let mut out = [0u8; PATH_BUF];
     let resolved = resolve_symlinks(exe, &mut out);
-    state::get().rules.classify(exe.to_bytes(), resolved, argv.bytes())
+    state::get()
+        .rules
+        .classify(exe.to_bytes(), resolved, argv.bytes())
 }
 
 /// Whether the file must exist before a decision is taken (and journaled).
@@ -50,7 +52,12 @@ pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<()
     if !verdict.allowed && repeated_refusal(exe, id, argv) {
         return Err(libc::EPERM);
     }
-    journal::record(&journal::Entry { exe: exe.to_bytes(), argv, kind, verdict });
+    journal::record(&journal::Entry {
+        exe: exe.to_bytes(),
+        argv,
+        kind,
+        verdict,
+    });
     if verdict.allowed {
         return Ok(());
     }
@@ -89,7 +96,12 @@ fn path_hash(path: &[u8]) -> u32 {
 /// key, so a vfork child's store (into its parent's memory) never matches
 /// the parent.
 fn repeated_refusal(exe: &CStr, id: sys::FileId, argv: CStrArray<'_>) -> bool {
-    let key = mix(&[sys::getpid() as u64, id.0, id.1, argv.as_ptr() as usize as u64]);
+    let key = mix(&[
+        sys::getpid() as u64,
+        id.0,
+        id.1,
+        argv.as_ptr() as usize as u64,
+    ]);
     let path = path_hash(exe.to_bytes());
     let last = LAST_REFUSAL.load(Ordering::SeqCst);
     let (last_key, last_path) = ((last >> 32) as u32, last as u32);
@@ -132,7 +144,11 @@ fn refused_line(exe: &CStr, argv: CStrArray<'_>, kind: Kind, verdict: Verdict) {
     let mut buf = [0u8; LINE];
     let mut w = Writer::new(&mut buf);
     w.push(b"precompile: refused to run ");
-    w.push(if kind == Kind::Probe { b"compiler probe ".as_slice() } else { b"compiler " });
+    w.push(if kind == Kind::Probe {
+        b"compiler probe ".as_slice()
+    } else {
+        b"compiler "
+    });
     push_command(&mut w, exe, argv);
     w.push(b" (pid ").push_int(sys::getpid()).push(b"): ");
     w.push_str(verdict.reason.explain());
@@ -167,8 +183,10 @@ mod tests {
 
     #[test]
     fn the_command_is_quoted_and_cut_when_long() {
-        let args: Vec<CString> =
-            ["g++", "-c", "a.c", "-o", "a.o"].iter().map(|s| CString::new(*s).unwrap()).collect();
+        let args: Vec<CString> = ["g++", "-c", "a.c", "-o", "a.o"]
+            .iter()
+            .map(|s| CString::new(*s).unwrap())
+            .collect();
         let mut ptrs: Vec<_> = args.iter().map(|s| s.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         // SAFETY: `ptrs` is a NULL-terminated array of live C strings.

@@ -1,5 +1,6 @@
 //! The exported exec family: `execve`, `execv`, `execvp`, `execvpe`,
-//! `execl`, `execlp`, `execle`, `fexecve`, `posix_spawn`, `posix_spawnp`.
+//! `execl`, `execlp`, `execle`, `fexecve`, `execveat`, `posix_spawn`,
+//! `posix_spawnp`.
 //!
 //! Each entry is hooked on its own: glibc's `execv`, `execvp` and `execl*`
 //! call its internal `__execve`, never the exported `execve`, so an `execve`
@@ -48,9 +49,8 @@ fn with_child_env<R>(
     let settings = state::get();
     let mut forced: state::Forced = [c""; 5];
     let wanted = state::wanted(settings, &mut forced);
-    envp::with_env(env, &wanted, call).map_err(|errno| {
+    envp::with_env(env, &wanted, call).inspect_err(|&errno| {
         gate::cannot_exec_line(exe.unwrap_or(c"?"), argv, errno);
-        errno
     })
 }
 
@@ -82,8 +82,15 @@ fn gate_searched(file: &CStr, argv: CStrArray<'_>) -> Result<(), c_int> {
     }
 }
 
-fn do_execve(path: *const c_char, file: Option<&CStr>, argv: CStrArray<'_>, env: CStrArray<'_>) -> c_int {
-    let Some(real_execve) = real::get().execve else { return fail(missing(file, argv)) };
+fn do_execve(
+    path: *const c_char,
+    file: Option<&CStr>,
+    argv: CStrArray<'_>,
+    env: CStrArray<'_>,
+) -> c_int {
+    let Some(real_execve) = real::get().execve else {
+        return fail(missing(file, argv));
+    };
     if let Some(f) = file {
         if let Err(errno) = gate::check(f, argv, Existence::Check) {
             return fail(errno);
@@ -97,8 +104,15 @@ fn do_execve(path: *const c_char, file: Option<&CStr>, argv: CStrArray<'_>, env:
     with_child_env(file, argv, env, run).unwrap_or_else(fail)
 }
 
-fn do_execvpe(file_ptr: *const c_char, file: Option<&CStr>, argv: CStrArray<'_>, env: CStrArray<'_>) -> c_int {
-    let Some(real_execvpe) = real::get().execvpe else { return fail(missing(file, argv)) };
+fn do_execvpe(
+    file_ptr: *const c_char,
+    file: Option<&CStr>,
+    argv: CStrArray<'_>,
+    env: CStrArray<'_>,
+) -> c_int {
+    let Some(real_execvpe) = real::get().execvpe else {
+        return fail(missing(file, argv));
+    };
     if let Some(f) = file {
         if let Err(errno) = gate_searched(f, argv) {
             return fail(errno);
@@ -193,8 +207,13 @@ pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     let mut target = [0u8; PATH_BUF];
     let mut w = crate::buf::Writer::new(&mut link);
     w.push(b"/proc/self/fd/").push_int(i64::from(fd));
-    let exe = w.as_c_str().and_then(|p| sys::readlink_c(p, &mut target)).or_else(|| args.first());
-    let Some(real_fexecve) = real::get().fexecve else { return fail(missing(exe, args)) };
+    let exe = w
+        .as_c_str()
+        .and_then(|p| sys::readlink_c(p, &mut target))
+        .or_else(|| args.first());
+    let Some(real_fexecve) = real::get().fexecve else {
+        return fail(missing(exe, args));
+    };
     if let Some(e) = exe {
         if let Err(errno) = gate::check(e, args, Existence::Known) {
             return fail(errno);
@@ -203,6 +222,71 @@ pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     let run = |envp| {
         // SAFETY: the caller's descriptor and argv, and a valid envp.
         unsafe { real_fexecve(fd, argv, envp) }
+    };
+    with_child_env(exe, args, env, run).unwrap_or_else(fail)
+}
+
+/// `int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);`
+/// (glibc ≥ 2.34). Classified by the absolute path, or by what
+/// `/proc/self/fd/<dirfd>[/<path>]` names.
+///
+/// # Safety
+///
+/// As `execve`.
+#[no_mangle]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: Argv,
+    envp: Argv,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: execveat's contract.
+    let file = unsafe { c_str(path) };
+    // SAFETY: as above, for argv.
+    let args = unsafe { CStrArray::from_raw(argv) };
+    // SAFETY: as above, for envp.
+    let env = unsafe { CStrArray::from_raw(envp) };
+    let Some(real_execveat) = real::get().execveat else {
+        return fail(missing(file, args));
+    };
+    let mut proc_path = [0u8; PATH_BUF];
+    let mut target = [0u8; PATH_BUF];
+    let (exe, existence) = match file {
+        Some(f) if dirfd == libc::AT_FDCWD || f.to_bytes().first() == Some(&b'/') => {
+            (Some(f), Existence::Check)
+        }
+        Some(f) => {
+            let whole_fd = f.to_bytes().is_empty() && flags & libc::AT_EMPTY_PATH != 0;
+            let len = {
+                let mut w = crate::buf::Writer::new(&mut proc_path);
+                w.push(b"/proc/self/fd/").push_int(i64::from(dirfd));
+                if !whole_fd {
+                    w.push(b"/").push(f.to_bytes());
+                }
+                w.as_c_str().map(|c| c.to_bytes().len())
+            };
+            let named = len.and_then(|n| candidate(&proc_path, n));
+            if whole_fd {
+                (
+                    named.and_then(|p| sys::readlink_c(p, &mut target)),
+                    Existence::Known,
+                )
+            } else {
+                (named, Existence::Check)
+            }
+        }
+        None => (None, Existence::Check),
+    };
+    let exe = exe.or_else(|| args.first());
+    if let Some(e) = exe {
+        if let Err(errno) = gate::check(e, args, existence) {
+            return fail(errno);
+        }
+    }
+    let run = |envp| {
+        // SAFETY: the caller's arguments unchanged, and a valid envp.
+        unsafe { real_execveat(dirfd, path, argv, envp, flags) }
     };
     with_child_env(exe, args, env, run).unwrap_or_else(fail)
 }
@@ -229,7 +313,9 @@ pub unsafe extern "C" fn posix_spawn(
     let args = unsafe { CStrArray::from_raw(argv) };
     // SAFETY: as above, for envp.
     let env = unsafe { CStrArray::from_raw(envp) };
-    let Some(real_spawn) = real::get().posix_spawn else { return missing(file, args) };
+    let Some(real_spawn) = real::get().posix_spawn else {
+        return missing(file, args);
+    };
     if let Some(f) = file {
         if let Err(errno) = gate::check(f, args, Existence::Check) {
             return errno;
@@ -262,7 +348,9 @@ pub unsafe extern "C" fn posix_spawnp(
     let args = unsafe { CStrArray::from_raw(argv) };
     // SAFETY: as above, for envp.
     let env = unsafe { CStrArray::from_raw(envp) };
-    let Some(real_spawnp) = real::get().posix_spawnp else { return missing(name, args) };
+    let Some(real_spawnp) = real::get().posix_spawnp else {
+        return missing(name, args);
+    };
     if let Some(f) = name {
         if let Err(errno) = gate_searched(f, args) {
             return errno;

@@ -123,7 +123,9 @@ pub fn record(e: &Entry<'_>) {
     let cwd = sys::getcwd(&mut cwd_buf);
     let mut line = [0u8; policy::journal::LINE_BUDGET + 1];
     let len = {
-        let budget = line.get_mut(..policy::journal::LINE_BUDGET).unwrap_or(&mut []);
+        let budget = line
+            .get_mut(..policy::journal::LINE_BUDGET)
+            .unwrap_or(&mut []);
         policy::journal::format_record(
             budget,
             policy::journal::Fields {
@@ -189,7 +191,8 @@ mod tests {
 
     #[test]
     fn appends_whole_lines() {
-        let dir = std::env::temp_dir().join(format!("precompile-journal-unit-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("precompile-journal-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("j");
         let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();

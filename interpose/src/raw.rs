@@ -26,13 +26,19 @@ impl<'a> CStrArray<'a> {
     /// pointer, each before it pointing to a NUL-terminated string; the array
     /// and the strings stay valid and unchanged for `'a`.
     pub unsafe fn from_raw(ptr: *const *const c_char) -> CStrArray<'a> {
-        CStrArray { ptr, _borrow: PhantomData }
+        CStrArray {
+            ptr,
+            _borrow: PhantomData,
+        }
     }
 
     /// An empty array (what a null pointer means).
     #[cfg(test)]
     pub fn empty() -> CStrArray<'a> {
-        CStrArray { ptr: std::ptr::null(), _borrow: PhantomData }
+        CStrArray {
+            ptr: std::ptr::null(),
+            _borrow: PhantomData,
+        }
     }
 
     /// The pointer as the caller handed it (null stays null).
@@ -41,7 +47,10 @@ impl<'a> CStrArray<'a> {
     }
 
     pub fn iter(self) -> CStrIter<'a> {
-        CStrIter { array: self, next: 0 }
+        CStrIter {
+            array: self,
+            next: 0,
+        }
     }
 
     /// Each entry's bytes, without the NUL: the shape `policy` classifies.
@@ -154,7 +163,10 @@ mod tests {
         let strings: Vec<CString> = items.iter().map(|s| CString::new(*s).unwrap()).collect();
         let mut ptrs: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
         ptrs.push(std::ptr::null());
-        Fake { _strings: strings, ptrs }
+        Fake {
+            _strings: strings,
+            ptrs,
+        }
     }
 
     #[test]

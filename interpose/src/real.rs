@@ -1,12 +1,12 @@
 //! The real libc functions behind the hooks, resolved once with
 //! `dlsym(RTLD_NEXT, …)` by the constructor.
 //!
-//! The hooks call only five real functions: every exec that names a path ends
+//! The hooks call only six real functions: every exec that names a path ends
 //! in the real `execve` (glibc's `execv`/`execl`/`execle` are `execve` with
 //! `environ` or an explicit envp, so routing them there changes nothing), the
 //! PATH-searching ones end in the real `execvpe` (which keeps glibc's exact
-//! search and its `ENOEXEC` shell fallback), and `fexecve`, `posix_spawn`,
-//! `posix_spawnp` keep their own.
+//! search and its `ENOEXEC` shell fallback), and `fexecve`, `execveat`,
+//! `posix_spawn`, `posix_spawnp` keep their own.
 //!
 //! Reading the table is one atomic load ([`OnceLock::get`]): no lock, no
 //! allocation, safe in a vfork child.
@@ -17,7 +17,15 @@ use std::sync::OnceLock;
 
 pub type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
-pub type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+pub type ExecveatFn = unsafe extern "C" fn(
+    c_int,
+    *const c_char,
+    *const *const c_char,
+    *const *const c_char,
+    c_int,
+) -> c_int;
+pub type FexecveFn =
+    unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 pub type PosixSpawnFn = unsafe extern "C" fn(
     *mut libc::pid_t,
     *const c_char,
@@ -31,6 +39,7 @@ pub struct Real {
     pub execve: Option<ExecveFn>,
     pub execvpe: Option<ExecveFn>,
     pub fexecve: Option<FexecveFn>,
+    pub execveat: Option<ExecveatFn>,
     pub posix_spawn: Option<PosixSpawnFn>,
     pub posix_spawnp: Option<PosixSpawnFn>,
 }
@@ -63,9 +72,14 @@ fn resolve() -> Real {
         // SAFETY: see above; execve(const char*, char *const[], char *const[]).
         execve: next(c"execve").map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveFn>(p) }),
         // SAFETY: see above; execvpe has execve's prototype.
-        execvpe: next(c"execvpe").map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveFn>(p) }),
+        execvpe: next(c"execvpe")
+            .map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveFn>(p) }),
         // SAFETY: see above; fexecve(int, char *const[], char *const[]).
-        fexecve: next(c"fexecve").map(|p| unsafe { std::mem::transmute::<*mut c_void, FexecveFn>(p) }),
+        fexecve: next(c"fexecve")
+            .map(|p| unsafe { std::mem::transmute::<*mut c_void, FexecveFn>(p) }),
+        // SAFETY: see above; execveat(int, const char*, char *const[], char *const[], int).
+        execveat: next(c"execveat")
+            .map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveatFn>(p) }),
         // SAFETY: see above; posix_spawn's prototype.
         posix_spawn: next(c"posix_spawn")
             .map(|p| unsafe { std::mem::transmute::<*mut c_void, PosixSpawnFn>(p) }),

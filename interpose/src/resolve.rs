@@ -37,7 +37,9 @@ pub fn search_path(name: &[u8], path_var: &[u8], buf: &mut [u8]) -> Option<usize
         }
         w.push(name);
         let len = w.len();
-        let Some(candidate) = w.as_c_str() else { continue };
+        let Some(candidate) = w.as_c_str() else {
+            continue;
+        };
         if sys::check_executable(candidate).is_ok() {
             return Some(len);
         }
@@ -65,16 +67,20 @@ pub fn resolve_symlinks<'b>(path: &CStr, out: &'b mut [u8; PATH_BUF]) -> Option<
     let mut hops = 0;
     while hops < MAX_HOPS {
         let current = candidate(&out[..], len)?;
-        let Some(target) = sys::readlink(current, &mut link) else { break };
+        let Some(target) = sys::readlink(current, &mut link) else {
+            break;
+        };
         // Keep the link's directory (up to and including the last '/') for a
         // relative target; start over for an absolute one.
         let keep = if target.first() == Some(&b'/') {
             0
         } else {
             let dir = out.get(..len).unwrap_or(b"");
-            dir.iter().rposition(|&b| b == b'/').map_or(0, |i| i.saturating_add(1))
+            dir.iter()
+                .rposition(|&b| b == b'/')
+                .map_or(0, |i| i.saturating_add(1))
         };
-        let Some(rest) = out.get_mut(keep..) else { return None };
+        let rest = out.get_mut(keep..)?;
         let mut w = Writer::new(rest);
         w.push(target);
         w.as_c_str()?; // a target that does not fit ends the resolution
@@ -95,7 +101,11 @@ mod tests {
     use std::path::PathBuf;
 
     fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("precompile-resolve-{}-{}", name, std::process::id()));
+        let d = std::env::temp_dir().join(format!(
+            "precompile-resolve-{}-{}",
+            name,
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -154,7 +164,10 @@ mod tests {
         let path = format!("/nonexistent:{}:{}", a.display(), b.display());
         let mut buf = [0u8; PATH_BUF];
         let n = search_path(b"tool", path.as_bytes(), &mut buf).unwrap();
-        assert_eq!(candidate(&buf, n).unwrap().to_bytes(), b.join("tool").as_os_str().as_encoded_bytes());
+        assert_eq!(
+            candidate(&buf, n).unwrap().to_bytes(),
+            b.join("tool").as_os_str().as_encoded_bytes()
+        );
         assert!(search_path(b"dir-tool", path.as_bytes(), &mut buf).is_none());
         assert!(search_path(b"missing", path.as_bytes(), &mut buf).is_none());
         assert!(search_path(b"a/tool", path.as_bytes(), &mut buf).is_none());

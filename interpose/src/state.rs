@@ -50,7 +50,11 @@ fn load() -> Settings {
         JournalPath::new(p.as_bytes(), cwd.as_os_str().as_encoded_bytes())
     });
     journal::set_startup(journal);
-    let rules = Rules::from_env_values(var(env::COMPILERS).as_deref(), var(env::ALLOW).as_deref(), strict);
+    let rules = Rules::from_env_values(
+        var(env::COMPILERS).as_deref(),
+        var(env::ALLOW).as_deref(),
+        strict,
+    );
     let start_entries = env::PROPAGATED_FROM_START
         .iter()
         .filter_map(|name| {
@@ -61,7 +65,11 @@ fn load() -> Settings {
             CString::new(entry).ok()
         })
         .collect();
-    Settings { rules, self_path: locate_self(), start_entries }
+    Settings {
+        rules,
+        self_path: locate_self(),
+        start_entries,
+    }
 }
 
 /// This library's absolute path, found with `dladdr` on one of its own
@@ -111,5 +119,8 @@ pub fn wanted<'a>(s: &'static Settings, forced: &'a mut Forced) -> Wanted<'a> {
     for e in &s.start_entries {
         add(e.as_c_str());
     }
-    Wanted { preload: s.self_path.as_deref().map(CStr::to_bytes), forced: forced.get(..n).unwrap_or(&[]) }
+    Wanted {
+        preload: s.self_path.as_deref().map(CStr::to_bytes),
+        forced: forced.get(..n).unwrap_or(&[]),
+    }
 }

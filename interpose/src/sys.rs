@@ -62,7 +62,10 @@ pub fn getcwd(buf: &mut [u8]) -> &[u8] {
 
 /// Seconds since the epoch (CLOCK_REALTIME).
 pub fn now() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid out-parameter.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     if rc != 0 {
@@ -121,7 +124,8 @@ pub fn check_executable(path: &CStr) -> Result<FileId, c_int> {
         return Err(libc::EACCES);
     }
     // SAFETY: `path` is a C string; faccessat only reads it.
-    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) };
+    let rc =
+        unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) };
     if rc != 0 {
         return Err(errno());
     }

@@ -14,7 +14,12 @@ fn the_c_abi_drives_the_lockdown() {
     let out = s.dir.display().to_string();
     let ran = shim.run(
         &helpers().abi,
-        &[env!("CARGO_PKG_VERSION"), &s.src(), &out, &armed.display().to_string()],
+        &[
+            env!("CARGO_PKG_VERSION"),
+            &s.src(),
+            &out,
+            &armed.display().to_string(),
+        ],
     );
     assert!(ran.has_line("all ok"), "{ran:#?}");
     ran.expect_code(0);
@@ -26,8 +31,20 @@ fn the_c_abi_drives_the_lockdown() {
     let verdict = |name: &str| -> Vec<String> {
         let out = s.path(&format!("{name}.o")).display().to_string();
         gxx.iter()
-            .filter(|r| r["argv"].as_array().unwrap().iter().any(|a| a.as_str() == Some(&out)))
-            .map(|r| format!("{}/{}", r["verdict"].as_str().unwrap(), r["reason"].as_str().unwrap()))
+            .filter(|r| {
+                r["argv"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a.as_str() == Some(&out))
+            })
+            .map(|r| {
+                format!(
+                    "{}/{}",
+                    r["verdict"].as_str().unwrap(),
+                    r["reason"].as_str().unwrap()
+                )
+            })
             .collect()
     };
     assert_eq!(verdict("open"), ["allowed/unlocked"]);
@@ -36,9 +53,15 @@ fn the_c_abi_drives_the_lockdown() {
     assert_eq!(verdict("other-thread"), ["allowed/unlocked"]);
     assert_eq!(verdict("serving"), ["refused/serving"]);
     assert_eq!(verdict("disarmed"), ["allowed/unlocked"]);
-    assert!(verdict("armed").is_empty(), "the armed window went to the armed journal");
+    assert!(
+        verdict("armed").is_empty(),
+        "the armed window went to the armed journal"
+    );
     // the locked-down child shell journaled its own probe and refusal
-    let child_refusals = gxx.iter().filter(|r| r["reason"] == "startup-lockdown").count();
+    let child_refusals = gxx
+        .iter()
+        .filter(|r| r["reason"] == "startup-lockdown")
+        .count();
     assert_eq!(child_refusals, 1, "{gxx:#?}");
 
     let armed_recs = records(&armed);

@@ -25,10 +25,9 @@ enum Via {
 }
 
 fn program_for(mode: &str) -> &'static str {
-    if mode.contains('p') && mode != "posix_spawn" && mode != "execve" {
-        "g++" // execvp, execvpe, execlp, posix_spawnp: searched on PATH
-    } else {
-        "/usr/bin/g++"
+    match mode {
+        "execvp" | "execvpe" | "execlp" | "posix_spawnp" => "g++", // searched on PATH
+        _ => "/usr/bin/g++",
     }
 }
 
@@ -56,7 +55,11 @@ fn refused(via: Via, name: &str) {
     let lines = ran.refusals();
     assert_eq!(lines.len(), 1, "one refusal line expected: {ran:#?}");
     assert!(lines[0].contains("compiler `g++ -c "), "{}", lines[0]);
-    assert!(lines[0].contains("TORCH_PRECOMPILE_NO_COMPILATION=1 was set at process start"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("TORCH_PRECOMPILE_NO_COMPILATION=1 was set at process start"),
+        "{}",
+        lines[0]
+    );
     assert!(lines[0].contains("(pid "), "{}", lines[0]);
     assert_refused(&s, "a.o");
 }
@@ -87,17 +90,78 @@ macro_rules! both {
     };
 }
 
-both!(execve_is_refused_under_lockdown, execve_runs_when_open, Via::Exec("execve"));
-both!(execv_is_refused_under_lockdown, execv_runs_when_open, Via::Exec("execv"));
-both!(execvp_via_path_is_refused_under_lockdown, execvp_via_path_runs_when_open, Via::Exec("execvp"));
-both!(execvpe_is_refused_under_lockdown, execvpe_runs_when_open, Via::Exec("execvpe"));
-both!(execl_is_refused_under_lockdown, execl_runs_when_open, Via::Exec("execl"));
-both!(execlp_is_refused_under_lockdown, execlp_runs_when_open, Via::Exec("execlp"));
-both!(execle_is_refused_under_lockdown, execle_runs_when_open, Via::Exec("execle"));
-both!(fexecve_is_refused_under_lockdown, fexecve_runs_when_open, Via::Exec("fexecve"));
-both!(posix_spawn_is_refused_under_lockdown, posix_spawn_runs_when_open, Via::Spawn("posix_spawn"));
-both!(posix_spawnp_is_refused_under_lockdown, posix_spawnp_runs_when_open, Via::Spawn("posix_spawnp"));
-both!(system_is_refused_by_the_shell_under_lockdown, system_runs_when_open, Via::Shell("system"));
-both!(popen_is_refused_by_the_shell_under_lockdown, popen_runs_when_open, Via::Shell("popen"));
-both!(fork_exec_is_refused_under_lockdown, fork_exec_runs_when_open, Via::Fork("fork-exec"));
-both!(vfork_exec_is_refused_under_lockdown, vfork_exec_runs_when_open, Via::Fork("vfork-exec"));
+both!(
+    execve_is_refused_under_lockdown,
+    execve_runs_when_open,
+    Via::Exec("execve")
+);
+both!(
+    execv_is_refused_under_lockdown,
+    execv_runs_when_open,
+    Via::Exec("execv")
+);
+both!(
+    execvp_via_path_is_refused_under_lockdown,
+    execvp_via_path_runs_when_open,
+    Via::Exec("execvp")
+);
+both!(
+    execvpe_is_refused_under_lockdown,
+    execvpe_runs_when_open,
+    Via::Exec("execvpe")
+);
+both!(
+    execl_is_refused_under_lockdown,
+    execl_runs_when_open,
+    Via::Exec("execl")
+);
+both!(
+    execlp_is_refused_under_lockdown,
+    execlp_runs_when_open,
+    Via::Exec("execlp")
+);
+both!(
+    execle_is_refused_under_lockdown,
+    execle_runs_when_open,
+    Via::Exec("execle")
+);
+both!(
+    fexecve_is_refused_under_lockdown,
+    fexecve_runs_when_open,
+    Via::Exec("fexecve")
+);
+both!(
+    execveat_is_refused_under_lockdown,
+    execveat_runs_when_open,
+    Via::Exec("execveat")
+);
+both!(
+    posix_spawn_is_refused_under_lockdown,
+    posix_spawn_runs_when_open,
+    Via::Spawn("posix_spawn")
+);
+both!(
+    posix_spawnp_is_refused_under_lockdown,
+    posix_spawnp_runs_when_open,
+    Via::Spawn("posix_spawnp")
+);
+both!(
+    system_is_refused_by_the_shell_under_lockdown,
+    system_runs_when_open,
+    Via::Shell("system")
+);
+both!(
+    popen_is_refused_by_the_shell_under_lockdown,
+    popen_runs_when_open,
+    Via::Shell("popen")
+);
+both!(
+    fork_exec_is_refused_under_lockdown,
+    fork_exec_runs_when_open,
+    Via::Fork("fork-exec")
+);
+both!(
+    vfork_exec_is_refused_under_lockdown,
+    vfork_exec_runs_when_open,
+    Via::Fork("vfork-exec")
+);

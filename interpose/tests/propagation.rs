@@ -5,21 +5,34 @@
 
 mod common;
 
-use common::{assert_allowed, assert_refused, by_tool, helpers, lib, python, records, Scratch, Shim};
+use common::{
+    assert_allowed, assert_refused, by_tool, helpers, lib, python, records, Scratch, Shim,
+};
 
 // ---- threads -------------------------------------------------------------
 
 fn threads(mode: &str, locked: bool) {
     let s = Scratch::new(&format!("{mode}-{locked}"));
-    let shim = if locked { Shim::locked(&s.journal()) } else { Shim::open(&s.journal()) };
+    let shim = if locked {
+        Shim::locked(&s.journal())
+    } else {
+        Shim::open(&s.journal())
+    };
     let mut args = vec!["8".to_owned(), "/usr/bin/g++".to_owned()];
     args.extend(s.compile_argv("t%d.o"));
     let ran = shim.spawner(mode, &args);
     ran.expect_code(0);
     // fork children report 200+errno; posix_spawn reports -errno
-    let refused_result = if mode == "threads-fork" { "result=201" } else { "result=-1" };
+    let refused_result = if mode == "threads-fork" {
+        "result=201"
+    } else {
+        "result=-1"
+    };
     for i in 0..8 {
-        let line = format!("thread {i} {}", if locked { refused_result } else { "result=0" });
+        let line = format!(
+            "thread {i} {}",
+            if locked { refused_result } else { "result=0" }
+        );
         ran.expect_line(&line);
         if locked {
             assert_refused(&s, &format!("t{i}.o"));
@@ -124,7 +137,9 @@ fn env_dash_i_does_not_escape_the_lockdown() {
 fn env_dash_i_still_journals_when_open() {
     let s = Scratch::new("env-i-allowed");
     let cmd = format!("/usr/bin/{}", s.compile_sh("a.o"));
-    Shim::open(&s.journal()).run("env", &["-i", "/bin/sh", "-c", &cmd]).expect_code(0);
+    Shim::open(&s.journal())
+        .run("env", &["-i", "/bin/sh", "-c", &cmd])
+        .expect_code(0);
     assert_allowed(&s, "a.o");
 }
 
@@ -138,9 +153,12 @@ fn child_env(shim: &Shim) -> Vec<String> {
 #[test]
 fn an_empty_environment_gets_the_preload_lockdown_journal_and_settings() {
     let s = Scratch::new("child-env");
-    let shim = Shim { strict: true, ..Shim::locked(&s.journal()) }
-        .with("PRECOMPILE_COMPILERS", "mycc:othercc")
-        .with("PRECOMPILE_ALLOW", "ninja");
+    let shim = Shim {
+        strict: true,
+        ..Shim::locked(&s.journal())
+    }
+    .with("PRECOMPILE_COMPILERS", "mycc:othercc")
+    .with("PRECOMPILE_ALLOW", "ninja");
     let env = child_env(&shim);
     let want = [
         format!("LD_PRELOAD={}", lib().display()),
@@ -159,11 +177,16 @@ fn an_empty_environment_gets_the_preload_lockdown_journal_and_settings() {
 #[test]
 fn the_shim_goes_first_in_ld_preload_without_duplicates() {
     let s = Scratch::new("preload-order");
-    let shim = Shim::open(&s.journal())
-        .with("LD_PRELOAD", format!("libm.so.6:{} {}", lib().display(), lib().display()));
+    let shim = Shim::open(&s.journal()).with(
+        "LD_PRELOAD",
+        format!("libm.so.6:{} {}", lib().display(), lib().display()),
+    );
     let ran = shim.spawner("execve", &["/usr/bin/env", "env"]);
     ran.expect_code(0);
-    assert!(ran.has_line(&format!("LD_PRELOAD={}:libm.so.6", lib().display())), "{ran:#?}");
+    assert!(
+        ran.has_line(&format!("LD_PRELOAD={}:libm.so.6", lib().display())),
+        "{ran:#?}"
+    );
 }
 
 #[test]
@@ -172,9 +195,13 @@ fn a_relative_journal_path_is_handed_on_absolute() {
     let mut shim = Shim::open(&s.journal());
     shim.journal = Some("rel.jsonl".into());
     let mut cmd = shim.command(&helpers().spawner);
-    cmd.current_dir(&s.dir).args(["execve-empty", "/usr/bin/env", "env"]);
+    cmd.current_dir(&s.dir)
+        .args(["execve-empty", "/usr/bin/env", "env"]);
     let ran = common::Ran::from(cmd.output().unwrap());
-    ran.expect_line(&format!("PRECOMPILE_JOURNAL={}", s.path("rel.jsonl").display()));
+    ran.expect_line(&format!(
+        "PRECOMPILE_JOURNAL={}",
+        s.path("rel.jsonl").display()
+    ));
 }
 
 // ---- Python -----------------------------------------------------------------
@@ -238,7 +265,8 @@ fn python_os_execve_with_an_empty_env_runs_when_open() {
 #[test]
 fn a_version_probe_is_allowed_under_lockdown_and_journaled() {
     let s = Scratch::new("probe-allowed");
-    let ran = Shim::locked(&s.journal()).spawner("posix_spawn", &["/usr/bin/g++", "g++", "--version"]);
+    let ran =
+        Shim::locked(&s.journal()).spawner("posix_spawn", &["/usr/bin/g++", "g++", "--version"]);
     ran.expect_line("spawn=0").expect_line("status=0");
     assert!(ran.stdout.contains("g++"), "{ran:#?}");
     let recs = records(&s.journal());
@@ -251,12 +279,19 @@ fn a_version_probe_is_allowed_under_lockdown_and_journaled() {
 #[test]
 fn a_version_probe_is_refused_under_strict_lockdown() {
     let s = Scratch::new("probe-strict");
-    let shim = Shim { strict: true, ..Shim::locked(&s.journal()) };
+    let shim = Shim {
+        strict: true,
+        ..Shim::locked(&s.journal())
+    };
     let ran = shim.spawner("posix_spawn", &["/usr/bin/g++", "g++", "--version"]);
     ran.expect_line("spawn=1");
     let lines = ran.refusals();
     assert_eq!(lines.len(), 1, "{ran:#?}");
-    assert!(lines[0].contains("compiler probe `g++ --version`"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("compiler probe `g++ --version`"),
+        "{}",
+        lines[0]
+    );
     let recs = records(&s.journal());
     assert_eq!(recs.len(), 1, "{recs:#?}");
     assert_eq!(recs[0]["verdict"], "refused");
@@ -266,8 +301,12 @@ fn a_version_probe_is_refused_under_strict_lockdown() {
 #[test]
 fn strict_without_lockdown_allows_probes() {
     let s = Scratch::new("probe-strict-open");
-    let shim = Shim { strict: true, ..Shim::open(&s.journal()) };
-    shim.spawner("posix_spawn", &["/usr/bin/g++", "g++", "--version"]).expect_line("status=0");
+    let shim = Shim {
+        strict: true,
+        ..Shim::open(&s.journal())
+    };
+    shim.spawner("posix_spawn", &["/usr/bin/g++", "g++", "--version"])
+        .expect_line("status=0");
     assert_eq!(records(&s.journal())[0]["verdict"], "allowed");
 }
 
@@ -275,18 +314,29 @@ fn strict_without_lockdown_allows_probes() {
 fn non_compilers_are_unaffected_under_lockdown() {
     let s = Scratch::new("non-compilers");
     let shim = Shim::locked(&s.journal());
-    shim.spawner("posix_spawn", &["/bin/true", "true"]).expect_line("status=0");
+    shim.spawner("posix_spawn", &["/bin/true", "true"])
+        .expect_line("status=0");
     shim.spawner("execvp", &["true", "true"]).expect_code(0);
-    shim.run("/bin/sh", &["-c", "echo shell-ok"]).expect_line("shell-ok");
-    let ran = py(&shim, "import subprocess; print(subprocess.run(['true']).returncode, 6 * 7)");
+    shim.run("/bin/sh", &["-c", "echo shell-ok"])
+        .expect_line("shell-ok");
+    let ran = py(
+        &shim,
+        "import subprocess; print(subprocess.run(['true']).returncode, 6 * 7)",
+    );
     ran.expect_line("0 42");
     assert!(ran.stderr.is_empty(), "{ran:#?}");
-    assert!(records(&s.journal()).is_empty(), "non-compilers are not journaled");
+    assert!(
+        records(&s.journal()).is_empty(),
+        "non-compilers are not journaled"
+    );
 }
 
 #[test]
 fn an_unconfigured_process_sees_nothing() {
-    let shim = Shim { preload: true, ..Shim::default() };
+    let shim = Shim {
+        preload: true,
+        ..Shim::default()
+    };
     let ran = shim.spawner("execve", &["/bin/sh", "sh", "-c", "echo hello; true"]);
     ran.expect_code(0).expect_line("hello");
     assert!(ran.stderr.is_empty(), "{ran:#?}");
@@ -297,7 +347,11 @@ fn an_unconfigured_process_sees_nothing() {
 
 #[test]
 fn precompile_log_turns_on_the_shims_log_on_stderr() {
-    let shim = Shim { preload: true, ..Shim::default() }.with("PRECOMPILE_LOG", "debug");
+    let shim = Shim {
+        preload: true,
+        ..Shim::default()
+    }
+    .with("PRECOMPILE_LOG", "debug");
     let ran = shim.run("/bin/true", &[] as &[&str]);
     ran.expect_code(0);
     assert!(ran.stderr.contains("precompile shim loaded"), "{ran:#?}");
@@ -321,7 +375,10 @@ fn a_compiler_behind_symlinks_is_still_a_compiler() {
     let path = format!("{}:/usr/bin:/bin", s.dir.display());
     let mut args = vec!["mytool".to_owned(), "mytool".to_owned()];
     args.extend(s.compile_argv("path.o").into_iter().skip(1));
-    shim.clone().with("PATH", path).spawner("execvp", &args).expect_line("errno=1");
+    shim.clone()
+        .with("PATH", path)
+        .spawner("execvp", &args)
+        .expect_line("errno=1");
     assert!(!s.path("path.o").exists());
     let recs = records(&s.journal());
     assert_eq!(by_tool(&recs, "mytool").len(), 2, "{recs:#?}");
@@ -337,7 +394,10 @@ fn a_missing_compiler_is_not_journaled() {
     ran.expect_code(126);
     assert_eq!(ran.refusals().len(), 1, "{ran:#?}");
     assert_refused(&s, "a.o");
-    let ran = shim.spawner("execvp", &["g++-does-not-exist", "g++-does-not-exist", "-c", "x.c"]);
+    let ran = shim.spawner(
+        "execvp",
+        &["g++-does-not-exist", "g++-does-not-exist", "-c", "x.c"],
+    );
     ran.expect_line("errno=2");
     assert_eq!(records(&s.journal()).len(), 1);
 }

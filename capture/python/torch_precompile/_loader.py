@@ -77,9 +77,14 @@ def verified_entries(code: bytes, cache: bytes, meta: dict[str, Any], cache_path
     return [(k, n, bytes(d)) for k, n, d in entries]
 
 
-def prime(entries: list[tuple[str, str, bytes]]) -> None:
+def prime(entries: list[tuple[str, str, bytes]], artifact: str = "") -> None:
+    """Make the cache's kernels findable before python_code runs: frozen kernels by
+    content from a private directory; an Inductor cache bundle through torch."""
     import torch
 
+    from ._kernels.restore import restore
+
+    restore(entries, artifact)
     for kind, name, data in entries:
         if kind == "inductor_bundle":
             torch.compiler.load_cache_artifacts(data)
@@ -108,7 +113,7 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
         )
     entries = verified_entries(code, cache, meta, os.fspath(cache_path))
     if entries:
-        prime(entries)
+        prime(entries, os.fspath(artifact_path))
     if meta["TRACER"] == "make_fx":
         ns: dict[str, Any] = {"__name__": f"torch_precompile.artifact.{_native.sha256_hex(code)[:12]}",
                               "__file__": os.fspath(artifact_path)}

@@ -41,8 +41,14 @@ pub struct Summary {
 
 /// The tool a record is about: the executable's file name, else argv[0]'s.
 fn tool(r: &Record) -> String {
-    let name = |s: &str| Path::new(s).file_name().map(|n| n.to_string_lossy().into_owned());
-    name(&r.exe).or_else(|| r.argv.first().and_then(|a| name(a))).unwrap_or_else(|| "?".to_owned())
+    let name = |s: &str| {
+        Path::new(s)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    name(&r.exe)
+        .or_else(|| r.argv.first().and_then(|a| name(a)))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 pub fn summarize(text: &[u8]) -> Summary {
@@ -51,7 +57,9 @@ pub fn summarize(text: &[u8]) -> Summary {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let record = std::str::from_utf8(line).ok().and_then(|l| parse_line(l).ok());
+        let record = std::str::from_utf8(line)
+            .ok()
+            .and_then(|l| parse_line(l).ok());
         let Some(r) = record else {
             s.unreadable.push(i + 1);
             continue;
@@ -59,7 +67,11 @@ pub fn summarize(text: &[u8]) -> Summary {
         s.records += 1;
         *s.by_verdict.entry(r.verdict.clone()).or_default() += 1;
         *s.by_kind.entry(r.kind.clone()).or_default() += 1;
-        *s.by_tool.entry(tool(&r)).or_default().entry(r.verdict.clone()).or_default() += 1;
+        *s.by_tool
+            .entry(tool(&r))
+            .or_default()
+            .entry(r.verdict.clone())
+            .or_default() += 1;
         if r.verdict == "refused" {
             s.refused.push(r);
         }
@@ -71,7 +83,10 @@ fn counts(m: &BTreeMap<String, usize>) -> String {
     if m.is_empty() {
         return "none".to_owned();
     }
-    m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn render_text(path: &Path, s: &Summary) -> String {
@@ -96,7 +111,14 @@ pub fn render_text(path: &Path, s: &Summary) -> String {
     if !s.refused.is_empty() {
         let _ = writeln!(out, "  refused:");
         for r in &s.refused {
-            let _ = writeln!(out, "    pid {:<8} {} ({}, {})", r.pid, r.argv.join(" "), r.kind, r.reason);
+            let _ = writeln!(
+                out,
+                "    pid {:<8} {} ({}, {})",
+                r.pid,
+                r.argv.join(" "),
+                r.kind,
+                r.reason
+            );
         }
     }
     if !s.unreadable.is_empty() {
@@ -130,11 +152,16 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         } else if path.is_none() {
             path = Some(PathBuf::from(a));
         } else {
-            return Err(usage(format!("journal: unexpected argument `{}`", a.to_string_lossy())));
+            return Err(usage(format!(
+                "journal: unexpected argument `{}`",
+                a.to_string_lossy()
+            )));
         }
     }
-    let path = path.ok_or_else(|| usage("journal: missing PATH (usage: precompile journal [--json] PATH)"))?;
-    let text = std::fs::read(&path).with_context(|| format!("cannot read journal {}", path.display()))?;
+    let path = path
+        .ok_or_else(|| usage("journal: missing PATH (usage: precompile journal [--json] PATH)"))?;
+    let text =
+        std::fs::read(&path).with_context(|| format!("cannot read journal {}", path.display()))?;
     let summary = summarize(&text);
     if as_json {
         println!("{}", render_json(&path, &summary));
@@ -166,7 +193,10 @@ mod tests {
         assert_eq!(s.refused[0].argv, vec!["g++", "-c", "b.c"]);
         assert!(s.unreadable.is_empty());
         let text = render_text(Path::new("j"), &s);
-        assert!(text.contains("pid 11       g++ -c b.c (compile, startup-lockdown)"), "{text}");
+        assert!(
+            text.contains("pid 11       g++ -c b.c (compile, startup-lockdown)"),
+            "{text}"
+        );
     }
 
     #[test]

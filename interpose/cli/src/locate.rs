@@ -11,17 +11,27 @@ pub const LIB_NAME: &str = "libprecompile.so";
 /// `<exe dir>/../lib/precompile/libprecompile.so` (the installed layout)
 /// and `<exe dir>/libprecompile.so` (cargo's target/release layout).
 pub fn candidates(exe_dir: &Path) -> [PathBuf; 2] {
-    [exe_dir.join("..").join("lib").join("precompile").join(LIB_NAME), exe_dir.join(LIB_NAME)]
+    [
+        exe_dir
+            .join("..")
+            .join("lib")
+            .join("precompile")
+            .join(LIB_NAME),
+        exe_dir.join(LIB_NAME),
+    ]
 }
 
 /// The absolute path of the shim.
 pub fn preload_library() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the precompile executable")?;
-    let dir = exe.parent().context("the precompile executable has no directory")?;
+    let dir = exe
+        .parent()
+        .context("the precompile executable has no directory")?;
     let looked = candidates(dir);
     for path in &looked {
         if path.is_file() {
-            return std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()));
+            return std::fs::canonicalize(path)
+                .with_context(|| format!("cannot resolve {}", path.display()));
         }
     }
     bail!(

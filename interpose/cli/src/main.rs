@@ -22,9 +22,21 @@ struct Verb {
 }
 
 const VERBS: &[Verb] = &[
-    Verb { name: "run", summary: "run a command with the shim preloaded", main: run::main },
-    Verb { name: "preload-path", summary: "print the absolute path of libprecompile.so", main: preload_path::main },
-    Verb { name: "journal", summary: "summarize a compile journal", main: journal::main },
+    Verb {
+        name: "run",
+        summary: "run a command with the shim preloaded",
+        main: run::main,
+    },
+    Verb {
+        name: "preload-path",
+        summary: "print the absolute path of libprecompile.so",
+        main: preload_path::main,
+    },
+    Verb {
+        name: "journal",
+        summary: "summarize a compile journal",
+        main: journal::main,
+    },
 ];
 
 fn usage() -> String {
@@ -46,7 +58,11 @@ fn verb_list() -> String {
 
 fn dispatch(mut argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     if argv.is_empty() {
-        return Err(UsageError(format!("missing verb ({}; see `precompile --help`)", verb_list())).into());
+        return Err(UsageError(format!(
+            "missing verb ({}; see `precompile --help`)",
+            verb_list()
+        ))
+        .into());
     }
     let verb = argv.remove(0);
     let verb = verb.to_string_lossy();

@@ -23,7 +23,10 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
             print!("{HELP}");
             return Ok(ExitCode::SUCCESS);
         }
-        return Err(usage(format!("preload-path takes no arguments (got `{}`)", a.to_string_lossy())));
+        return Err(usage(format!(
+            "preload-path takes no arguments (got `{}`)",
+            a.to_string_lossy()
+        )));
     }
     println!("{}", locate::preload_library()?.display());
     Ok(ExitCode::SUCCESS)

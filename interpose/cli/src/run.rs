@@ -14,7 +14,8 @@ use policy::env;
 use crate::args::{is_help, usage};
 use crate::locate;
 
-const HELP: &str = "usage: precompile run [--lockdown] [--strict] [--journal PATH] [--] CMD [ARGS...]
+const HELP: &str =
+    "usage: precompile run [--lockdown] [--strict] [--journal PATH] [--] CMD [ARGS...]
 
 Runs CMD with libprecompile.so preloaded (first in LD_PRELOAD, other preloads
 kept), so that CMD and every process it starts gate their compiler runs.
@@ -63,7 +64,10 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
         } else if let Some(path) = bytes.strip_prefix(b"--journal=") {
             o.journal = Some(OsStr::from_bytes(path).to_owned());
         } else if bytes.starts_with(b"-") {
-            return Err(usage(format!("run: unknown option `{}` (see `precompile run --help`)", arg.to_string_lossy())));
+            return Err(usage(format!(
+                "run: unknown option `{}` (see `precompile run --help`)",
+                arg.to_string_lossy()
+            )));
         } else {
             o.command.push(arg);
             break;
@@ -71,7 +75,9 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
     }
     o.command.extend(it);
     if o.command.is_empty() {
-        return Err(usage("run: missing command (usage: precompile run [options] -- CMD [ARGS...])"));
+        return Err(usage(
+            "run: missing command (usage: precompile run [options] -- CMD [ARGS...])",
+        ));
     }
     if o.journal.as_ref().is_some_and(|j| j.is_empty()) {
         return Err(usage("run: --journal needs a non-empty PATH"));
@@ -83,8 +89,13 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
 fn preload_value(lib: &Path, existing: Option<&OsStr>) -> OsString {
     let mut value = lib.as_os_str().as_bytes().to_vec();
     let existing = existing.map(OsStr::as_bytes).unwrap_or(b"");
-    for item in existing.split(|&b| b == b':' || b == b' ').filter(|s| !s.is_empty()) {
-        let name = Path::new(OsStr::from_bytes(item)).file_name().map(OsStr::as_bytes);
+    for item in existing
+        .split(|&b| b == b':' || b == b' ')
+        .filter(|s| !s.is_empty())
+    {
+        let name = Path::new(OsStr::from_bytes(item))
+            .file_name()
+            .map(OsStr::as_bytes);
         if item == lib.as_os_str().as_bytes() || name == Some(locate::LIB_NAME.as_bytes()) {
             continue;
         }
@@ -99,7 +110,9 @@ fn absolute(path: &OsStr) -> anyhow::Result<PathBuf> {
     if p.is_absolute() {
         return Ok(p.to_path_buf());
     }
-    Ok(std::env::current_dir().context("cannot read the current directory")?.join(p))
+    Ok(std::env::current_dir()
+        .context("cannot read the current directory")?
+        .join(p))
 }
 
 pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
@@ -111,10 +124,16 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         Parsed::Run(o) => o,
     };
     let lib = locate::preload_library()?;
-    let (program, rest) = o.command.split_first().ok_or_else(|| usage("run: missing command"))?;
+    let (program, rest) = o
+        .command
+        .split_first()
+        .ok_or_else(|| usage("run: missing command"))?;
     let mut cmd = Command::new(program);
     cmd.args(rest);
-    cmd.env(env::LD_PRELOAD, preload_value(&lib, std::env::var_os(env::LD_PRELOAD).as_deref()));
+    cmd.env(
+        env::LD_PRELOAD,
+        preload_value(&lib, std::env::var_os(env::LD_PRELOAD).as_deref()),
+    );
     if o.lockdown {
         cmd.env(env::NO_COMPILATION, "1");
     }
@@ -125,8 +144,15 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         cmd.env(env::JOURNAL, absolute(j)?);
     }
     let err = cmd.exec();
-    let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-    eprintln!("precompile: {:#}", anyhow!(err).context(format!("cannot run `{}`", program.to_string_lossy())));
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    eprintln!(
+        "precompile: {:#}",
+        anyhow!(err).context(format!("cannot run `{}`", program.to_string_lossy()))
+    );
     Ok(ExitCode::from(code))
 }
 
@@ -147,7 +173,14 @@ mod tests {
 
     #[test]
     fn parses_options_then_the_command() {
-        let o = run_opts(&["--lockdown", "--journal", "j.jsonl", "--", "g++", "--version"]);
+        let o = run_opts(&[
+            "--lockdown",
+            "--journal",
+            "j.jsonl",
+            "--",
+            "g++",
+            "--version",
+        ]);
         assert!(o.lockdown && !o.strict);
         assert_eq!(o.journal.unwrap(), "j.jsonl");
         assert_eq!(o.command, os(&["g++", "--version"]));
@@ -163,9 +196,21 @@ mod tests {
 
     #[test]
     fn usage_errors() {
-        for bad in [&[][..], &["--"], &["--lockdown"], &["--journal"], &["--bogus", "x"], &["--journal=", "x"]] {
-            let e = parse(os(bad)).err().unwrap_or_else(|| panic!("{bad:?} parsed"));
-            assert!(e.downcast_ref::<crate::args::UsageError>().is_some(), "{bad:?}: {e}");
+        for bad in [
+            &[][..],
+            &["--"],
+            &["--lockdown"],
+            &["--journal"],
+            &["--bogus", "x"],
+            &["--journal=", "x"],
+        ] {
+            let e = parse(os(bad))
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} parsed"));
+            assert!(
+                e.downcast_ref::<crate::args::UsageError>().is_some(),
+                "{bad:?}: {e}"
+            );
         }
         assert!(matches!(parse(os(&["--help"])).unwrap(), Parsed::Help));
     }
@@ -173,9 +218,17 @@ mod tests {
     #[test]
     fn the_shim_goes_first_without_duplicates() {
         let lib = Path::new("/opt/lib/precompile/libprecompile.so");
-        assert_eq!(preload_value(lib, None), "/opt/lib/precompile/libprecompile.so");
         assert_eq!(
-            preload_value(lib, Some(OsStr::new("libfoo.so /old/libprecompile.so:/opt/lib/precompile/libprecompile.so"))),
+            preload_value(lib, None),
+            "/opt/lib/precompile/libprecompile.so"
+        );
+        assert_eq!(
+            preload_value(
+                lib,
+                Some(OsStr::new(
+                    "libfoo.so /old/libprecompile.so:/opt/lib/precompile/libprecompile.so"
+                ))
+            ),
             "/opt/lib/precompile/libprecompile.so:libfoo.so"
         );
     }

@@ -72,22 +72,30 @@ pub struct Helpers {
 pub fn helpers() -> &'static Helpers {
     static HELPERS: OnceLock<Helpers> = OnceLock::new();
     HELPERS.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("helpers");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join("helpers");
         let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-        let out = tmp_root().join(format!("helpers-{}", std::process::id()));
+        let out = tmp_root().join("helpers");
         std::fs::create_dir_all(&out).unwrap();
         let build = |name: &str, link_shim: bool| {
+            // built under a private name, then renamed into place: another
+            // test binary may be using the previous build right now
             let exe = out.join(name);
+            let tmp = out.join(format!("{name}.{}.tmp", std::process::id()));
             let mut cc = Command::new("cc");
             cc.args(["-O1", "-Wall", "-Werror", "-pthread", "-o"])
-                .arg(&exe)
+                .arg(&tmp)
                 .arg("-I")
                 .arg(&include)
                 .arg(src.join(format!("{name}.c")));
             if link_shim {
                 // linked against the shim, as a C user of precompile.h would be
                 let dir = lib().parent().unwrap();
-                cc.arg("-L").arg(dir).arg("-lprecompile").arg(format!("-Wl,-rpath,{}", dir.display()));
+                cc.arg("-L")
+                    .arg(dir)
+                    .arg("-lprecompile")
+                    .arg(format!("-Wl,-rpath,{}", dir.display()));
             }
             let status = cc
                 .arg("-ldl")
@@ -95,9 +103,13 @@ pub fn helpers() -> &'static Helpers {
                 .status()
                 .expect("run cc (a C compiler is needed to build the test helpers)");
             assert!(status.success(), "building helper {name} failed");
+            std::fs::rename(&tmp, &exe).unwrap();
             exe
         };
-        Helpers { spawner: build("spawner", false), abi: build("abi", true) }
+        Helpers {
+            spawner: build("spawner", false),
+            abi: build("abi", true),
+        }
     })
 }
 
@@ -142,7 +154,13 @@ impl Scratch {
 
     /// `g++ -c a.cc -o <out>` as argv.
     pub fn compile_argv(&self, out: &str) -> Vec<String> {
-        vec!["g++".into(), "-c".into(), self.src(), "-o".into(), self.path(out).display().to_string()]
+        vec![
+            "g++".into(),
+            "-c".into(),
+            self.src(),
+            "-o".into(),
+            self.path(out).display().to_string(),
+        ]
     }
 
     /// The same as one shell command line.
@@ -152,6 +170,15 @@ impl Scratch {
 
     pub fn journal(&self) -> PathBuf {
         self.path("journal.jsonl")
+    }
+}
+
+impl Drop for Scratch {
+    /// Kept after a failure, for a look at the journal and outputs.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -168,12 +195,19 @@ pub struct Shim {
 impl Shim {
     /// Preloaded, not locked, journaling to `journal`.
     pub fn open(journal: &Path) -> Shim {
-        Shim { preload: true, journal: Some(journal.to_path_buf()), ..Shim::default() }
+        Shim {
+            preload: true,
+            journal: Some(journal.to_path_buf()),
+            ..Shim::default()
+        }
     }
 
     /// Preloaded, locked down at start, journaling to `journal`.
     pub fn locked(journal: &Path) -> Shim {
-        Shim { lockdown: true, ..Shim::open(journal) }
+        Shim {
+            lockdown: true,
+            ..Shim::open(journal)
+        }
     }
 
     pub fn with(mut self, name: &str, value: impl Into<OsString>) -> Shim {
@@ -206,8 +240,17 @@ impl Shim {
     }
 
     /// Runs `program args...` to completion.
-    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, program: impl AsRef<std::ffi::OsStr>, args: &[S]) -> Ran {
-        Ran::from(self.command(program).args(args).output().expect("spawn test process"))
+    pub fn run<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[S],
+    ) -> Ran {
+        Ran::from(
+            self.command(program)
+                .args(args)
+                .output()
+                .expect("spawn test process"),
+        )
     }
 
     /// Runs the spawner helper in `mode` with `args`.
@@ -243,7 +286,10 @@ impl Ran {
 
     #[track_caller]
     pub fn expect_line(&self, line: &str) -> &Ran {
-        assert!(self.has_line(line), "expected stdout line `{line}`\n{self:#?}");
+        assert!(
+            self.has_line(line),
+            "expected stdout line `{line}`\n{self:#?}"
+        );
         self
     }
 
@@ -255,7 +301,10 @@ impl Ran {
 
     /// The shim's refusal lines on stderr.
     pub fn refusals(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|l| l.starts_with("precompile: refused to run")).collect()
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with("precompile: refused to run"))
+            .collect()
     }
 }
 
@@ -272,8 +321,15 @@ pub fn records(journal: &Path) -> Vec<Value> {
         .map(|(i, line)| {
             let v: Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("journal line {} is not JSON ({e}): {line:?}", i + 1));
-            for key in ["time", "pid", "ppid", "tid", "exe", "argv", "cwd", "kind", "verdict", "reason", "source"] {
-                assert!(v.get(key).is_some(), "journal line {} lacks `{key}`: {line}", i + 1);
+            for key in [
+                "time", "pid", "ppid", "tid", "exe", "argv", "cwd", "kind", "verdict", "reason",
+                "source",
+            ] {
+                assert!(
+                    v.get(key).is_some(),
+                    "journal line {} lacks `{key}`: {line}",
+                    i + 1
+                );
             }
             v
         })
@@ -292,7 +348,9 @@ pub fn by_tool<'a>(records: &'a [Value], tool: &str) -> Vec<&'a Value> {
 }
 
 fn argv_has(r: &Value, needle: &str) -> bool {
-    r["argv"].as_array().is_some_and(|a| a.iter().any(|x| x.as_str() == Some(needle)))
+    r["argv"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(needle)))
 }
 
 /// Asserts the journal holds exactly one refused compile of `out` (the
@@ -303,7 +361,11 @@ pub fn assert_refused(s: &Scratch, out: &str) {
     assert!(!s.path(out).exists(), "{out} was produced under lockdown");
     let recs = records(&s.journal());
     let about: Vec<&Value> = recs.iter().filter(|r| argv_has(r, &out_path)).collect();
-    assert_eq!(about.len(), 1, "expected one record for {out}, got {about:#?}");
+    assert_eq!(
+        about.len(),
+        1,
+        "expected one record for {out}, got {about:#?}"
+    );
     let r = about[0];
     assert_eq!(r["verdict"], "refused", "{r}");
     assert_eq!(r["kind"], "compile", "{r}");
@@ -324,7 +386,13 @@ pub fn assert_allowed(s: &Scratch, out: &str) {
         assert_eq!(r["verdict"], "allowed", "{r}");
         assert_eq!(r["reason"], "unlocked", "{r}");
     }
-    let drivers = about.iter().filter(|r| r["argv"][0].as_str().is_some_and(|a| a.ends_with("g++"))).count();
+    let drivers = about
+        .iter()
+        .filter(|r| r["argv"][0].as_str().is_some_and(|a| a.ends_with("g++")))
+        .count();
     assert_eq!(drivers, 1, "expected one g++ record for {out}: {about:#?}");
-    assert!(!by_tool(&recs, "cc1plus").is_empty(), "g++'s own child cc1plus was not journaled: {recs:#?}");
+    assert!(
+        !by_tool(&recs, "cc1plus").is_empty(),
+        "g++'s own child cc1plus was not journaled: {recs:#?}"
+    );
 }

@@ -167,6 +167,19 @@ int main(int argc, char **argv)
 			exec_failed();
 		fexecve(fd, args, environ);
 		exec_failed();
+	} else if (!strcmp(mode, "execveat")) {
+		/* relative to the file's directory opened as dirfd */
+		char dir[4096];
+		snprintf(dir, sizeof dir, "%s", file);
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			return 2;
+		*slash = '\0';
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			exec_failed();
+		execveat(dfd, slash + 1, args, environ, 0);
+		exec_failed();
 	} else if (!strcmp(mode, "posix_spawn") || !strcmp(mode, "posix_spawnp")) {
 		int r = spawn(!strcmp(mode, "posix_spawnp"), file, args, 0);
 		if (r < 0) {

@@ -29,21 +29,28 @@ class MakeFxCapture(Capture):
         self._backend = backend
         self._state = "new"  # new -> open -> spent
         self._called = False
-        self._pair: tuple[bytes, bytes] | None = None
+        self._code: bytes | None = None
+        self._block: Any = None
 
     def __enter__(self) -> MakeFxCapture:
         if self._state == "spent":
             raise PrecompileError(f"capture: {_SPENT}")
         if self._state == "open":
             raise PrecompileError("capture: this capture is already open; a capture is entered once")
+        from .._kernels.block import KernelBlock
+
+        self._block = KernelBlock().__enter__()
         self._state = "open"
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._state = "spent"
-        if exc_type is not None:
-            return  # a block that raised writes nothing it had not saved
-        self._write()
+        try:
+            if exc_type is None:  # a block that raised writes nothing it had not saved
+                self._write()
+        finally:
+            self._block.__exit__(exc_type, exc, tb)
+            self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._state != "open":
@@ -66,7 +73,7 @@ class MakeFxCapture(Capture):
         from .trace import trace
 
         traced = trace(self._fn, args, self._tracer.decompositions, self._backend)
-        self._pair = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
+        self._code = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
         return traced.result
 
     def save(self) -> None:
@@ -78,14 +85,19 @@ class MakeFxCapture(Capture):
         self._write()
 
     def summary(self) -> PrecompileSummary:
-        n = 1 if self._pair is not None else 0
+        n = 1 if self._code is not None else 0
         return PrecompileSummary(frames=n, resume_functions=0, guarded_codes=n, backend_graphs=n)
 
     def _write(self) -> None:
-        if self._pair is None:
+        if self._code is None:
             raise PrecompileError(
                 "capture: nothing was captured (the capture's call raised)" if self._called
                 else "capture: nothing was captured; call the capture with your example "
                      "arguments inside the `with` block before it exits"
             )
-        _artifact.write_pair(self._artifact_path, self._cache_path, *self._pair)
+        from .._kernels.freeze import freeze
+
+        entries, meta = freeze(self._block)
+        cache = _artifact.encode_cache(self._code, backend=self._backend, tracer="make_fx",
+                                       entries=entries, meta=meta)
+        _artifact.write_pair(self._artifact_path, self._cache_path, self._code, cache)

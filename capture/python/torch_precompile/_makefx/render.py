@@ -118,15 +118,14 @@ def inductor_program(t: Traced) -> tuple[str, bytes | None]:
         raise
 
 
-def render(t: Traced, *, backend: str, fn_name: str) -> tuple[bytes, bytes]:
-    """(python_code bytes, cache bytes) for a trace."""
-    entries: list[tuple[str, str, bytes]] = []
+def render(t: Traced, *, backend: str, fn_name: str) -> bytes:
+    """The python_code bytes for a trace. Its kernels are frozen into the cache at
+    write time, by content (see _kernels), so Inductor's own cache bundle is not
+    carried: it would land in the user's cache directory and still need a compiler."""
     if backend == "eager":
         program = eager_program(t.gm)
     else:
-        program, bundle = inductor_program(t)
-        if bundle:
-            entries.append(("inductor_bundle", "inductor/cache_artifacts.bin", bundle))
+        program, _bundle = inductor_program(t)
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
     sep = "# " + "=" * 76 + "\n"
@@ -137,5 +136,4 @@ def render(t: Traced, *, backend: str, fn_name: str) -> tuple[bytes, bytes]:
         + "\n" + sep + f"# Program ({'captured ATen graph' if backend == 'eager' else 'AOTAutograd + Inductor'})\n" + sep
         + program + "\n\n" + sep + driver
     ).encode("utf-8")
-    cache = _artifact.encode_cache(code, backend=backend, tracer="make_fx", entries=entries)
-    return code, cache
+    return code

@@ -85,7 +85,7 @@ def _reraise_refusal(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def where(code: CodeType) -> str:
-    return f"'{code.co_name}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    return f"'{getattr(code, 'co_qualname', code.co_name)}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 def describe(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:

@@ -11,15 +11,21 @@ name, at call time, and the gate is armed before any importer binds them):
   binds the ungated ``compile_fx_inner`` as a default argument);
 - ``torch._inductor.standalone_compile``, ``aot_compile`` and
   ``aoti_compile_and_package``: the ahead-of-time APIs.
+
+``_compile_fx_inner`` wraps every error of ``fx_codegen_and_compile`` in an
+``InductorError``; it is wrapped in turn so that a refusal reaches the caller
+(e.g. a ``.backward()`` whose graph compiles lazily) as the PrecompileError.
 """
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
+from .._errors import PrecompileError
 from .on_import import when_imported
-from .patch import gate
+from .patch import gate, replace
 
 
 def install() -> None:
@@ -45,9 +51,25 @@ def _arm_compile_fx(compile_fx: ModuleType) -> None:
             compile_fx,
             name,
             lambda gm, *args, _what=what, _name=name, **kwargs: (
-                f"{_what} of {graph_of(gm)} (torch._inductor.compile_fx.{_name})"
+                f"{_what} of {graph_of(gm)}{' (backward)' if kwargs.get('is_backward') else ''} "
+                f"(torch._inductor.compile_fx.{_name})"
             ),
         )
+    replace(compile_fx, "_compile_fx_inner", _unwrap_refusal)
+
+
+def _unwrap_refusal(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def _compile_fx_inner(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except Exception as error:
+            inner = getattr(error, "inner_exception", None)
+            if isinstance(inner, PrecompileError):
+                raise inner.with_traceback(error.__traceback__) from None
+            raise
+
+    return _compile_fx_inner
 
 
 def _arm_aot_apis(inductor: ModuleType) -> None:

@@ -1,0 +1,19 @@
+"""DynamoTracer: the multi-graph capture and its serving.
+
+Every frame Dynamo compiles while the caller's calls run is recorded through
+``torch._dynamo.package.CompilePackage``; the artifact dispatches among the
+captured variants by their guards (standalone) or installs them onto the live
+code objects (installed).
+
+- ``session``: the capture session (Dynamo wrapper, per-call config, truncation);
+- ``guards``: the guard filter and its ledger (kept, dropped, risky, pinned);
+- ``summary``: the PrecompileSummary of a session;
+- ``frames``: the package's frames as artifact records, reachability, serving mode;
+- ``render``: python_code and the cache envelope;
+- ``driver``: the serving half, inlined verbatim into python_code;
+- ``capture``: DynamoCapture, the public state machine and the write gates;
+- ``load``: load_dynamo and the two runnables;
+- ``installed``: the installed runnable's call path under each stance.
+
+No torch import here (TORCH_LOGS walks this package while torch imports).
+"""

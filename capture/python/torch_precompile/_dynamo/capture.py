@@ -1,0 +1,178 @@
+"""DynamoCapture: the caller-driven multi-graph capture and its write gates."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import types
+from typing import Any, Callable
+
+from .. import _artifact
+from .._api import Capture
+from .._errors import PrecompileError
+from .._summary import PrecompileSummary
+from .._tracers import DynamoTracer
+
+_SPENT = "this capture's block has exited and a capture is single-use; call capture() again for a fresh one"
+_MODULE_LEVEL = ("capture a module-level function of an importable module that takes what it "
+                 "needs as arguments, e.g. 'def step(model, x): return model(x)' in mymodels.py, "
+                 "calling cap(model, x)")
+
+
+def check_fn(fn: Callable[..., Any]) -> None:
+    """A Dynamo artifact rebuilds fn from its code object inside its module, so fn
+    must be a module-level function of an importable module."""
+    import torch
+
+    if isinstance(fn, torch.nn.Module):
+        raise PrecompileError(
+            f"capture(fn={type(fn).__name__} module): Dynamo compiles a module through its "
+            f"own wrapper frame, which an artifact cannot rebuild; {_MODULE_LEVEL}"
+        )
+    if isinstance(fn, types.MethodType):
+        raise PrecompileError(
+            f"capture(fn={fn.__qualname__}): a bound method is served without its receiver; "
+            f"pass the receiver as an argument instead: {_MODULE_LEVEL}"
+        )
+    if not isinstance(fn, types.FunctionType):
+        raise PrecompileError(
+            f"capture(fn={fn!r}): a DynamoTracer capture takes a plain Python function; {_MODULE_LEVEL}"
+        )
+    where = f"{fn.__module__}.{fn.__qualname__}"
+    if fn.__code__.co_freevars:
+        raise PrecompileError(
+            f"capture(fn={where}): fn is a closure over {list(fn.__code__.co_freevars)}, and "
+            "the artifact rebuilds fn from its code object, which cannot restore closure "
+            f"cells; {_MODULE_LEVEL}"
+        )
+    if fn.__module__ == "__main__":
+        raise PrecompileError(
+            f"capture(fn={where}): fn is defined in __main__, which a serving process cannot "
+            f"import (its __main__ is another script); move it into a module and {_MODULE_LEVEL}"
+        )
+    if "<locals>" in fn.__qualname__:
+        raise PrecompileError(
+            f"capture(fn={where}): fn is defined inside another function, so the serving "
+            f"process cannot find it by name; {_MODULE_LEVEL}"
+        )
+    module = sys.modules.get(fn.__module__)
+    if module is None or getattr(module, "__spec__", None) is None:
+        raise PrecompileError(
+            f"capture(fn={where}): module {fn.__module__!r} is not an importable module "
+            f"(no import spec), so a serving process cannot import it; {_MODULE_LEVEL}"
+        )
+
+
+class DynamoCapture(Capture):
+    def __init__(self, fn: Callable[..., Any], artifact_path: str | os.PathLike[str],
+                 cache_path: str | os.PathLike[str], *, tracer: DynamoTracer, backend: str) -> None:
+        check_fn(fn)
+        self._fn = fn
+        self._fn_name = f"{fn.__module__}.{fn.__qualname__}"
+        self._artifact_path = artifact_path
+        self._cache_path = cache_path
+        self._tracer = tracer
+        self._backend = backend
+        self._state = "new"  # new -> open -> spent
+        self._session: Any = None
+        self._scopes = contextlib.ExitStack()
+
+    def _kernel_cache_scope(self) -> contextlib.AbstractContextManager[None]:
+        """Hook point: the Inductor/Triton cache-directory redirection of the block
+        (entered on __enter__, exited on __exit__). Owned by another issue."""
+        return contextlib.nullcontext()
+
+    def __enter__(self) -> DynamoCapture:
+        if self._state == "spent":
+            raise PrecompileError(f"capture: {_SPENT}")
+        if self._state == "open":
+            raise PrecompileError("capture: this capture is already open; a capture is entered once")
+        from torch.compiler._cache import CacheArtifactManager
+
+        from .session import Session
+
+        with contextlib.ExitStack() as scopes:
+            scopes.enter_context(self._kernel_cache_scope())
+            # Only what compiles inside the block goes into the kernel bundle.
+            scopes.enter_context(CacheArtifactManager.with_fresh_cache())
+            self._session = Session(self._fn, self._tracer, self._backend)
+            self._scopes = scopes.pop_all()
+        self._state = "open"
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._state = "spent"
+        with self._scopes:
+            if exc_type is None:
+                self._write()
+        # A block that raised writes nothing it had not saved.
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._state != "open":
+            raise PrecompileError(
+                "capture: call the capture inside its `with` block"
+                if self._state == "new" else f"capture: {_SPENT}"
+            )
+        return self._session.call(args, kwargs)
+
+    def save(self) -> None:
+        if self._state != "open":
+            raise PrecompileError(
+                "capture: save() works only inside the capture's `with` block"
+                if self._state == "new" else f"capture: save() after exit: {_SPENT}"
+            )
+        self._write()
+
+    def summary(self) -> PrecompileSummary:
+        if self._session is None:
+            return PrecompileSummary(frames=0, resume_functions=0, guarded_codes=0, backend_graphs=0)
+        from .summary import summarize
+
+        return summarize(self._session)
+
+    def _write(self) -> None:
+        from .render import kernel_bundle, render
+
+        session = self._session
+        if session is None or session.calls == 0:
+            raise PrecompileError(
+                "capture: nothing was captured; call the capture with your example "
+                "arguments inside the `with` block before it exits"
+            )
+        code, cache, summary = render(
+            session, fn_name=self._fn_name,
+            bundle=kernel_bundle() if self._backend == "inductor" else None,
+        )
+        self._gate(summary)
+        _artifact.write_pair(self._artifact_path, self._cache_path, code, cache)
+
+    def _gate(self, s: PrecompileSummary) -> None:
+        """The DynamoTracer require_* gates, checked before anything is written."""
+        t = self._tracer
+        if t.require_complete:
+            gaps = []
+            if s.bypassed:
+                gaps.append(f"bypassed frames {list(s.bypassed)} (nothing of them could be packaged)")
+            if s.uncovered_frames:
+                gaps.append(f"uncovered frames {list(s.uncovered_frames)} (they ended with no guarded code)")
+            if s.capture_errors:
+                gaps.append(f"capture calls that raised: {list(s.capture_errors)}")
+            if gaps:
+                raise PrecompileError(
+                    f"capture: refusing to write an artifact of {self._fn_name} with a coverage "
+                    f"gap: {'; '.join(gaps)}. A call reaching such a frame would raise at serve "
+                    "time. Fix the cause and capture again, or pass "
+                    "DynamoTracer(require_complete=False) to write it anyway. "
+                    f"Summary: {s}"
+                )
+        if t.require_no_risky_drops and s.risky_dropped_guards:
+            risky = [f"{g} {src}" for g, src in s.risky_dropped_guards]
+            raise PrecompileError(
+                f"capture: refusing to write an artifact of {self._fn_name}: dropped guards "
+                f"{risky} told captured variants apart or hang off a configuration-chosen "
+                "slot, and the artifact will not check them, so a serving process could run "
+                "the wrong graph without an error. Keep those guards (guard_filter_fn), make "
+                "the slot fixed, or pass DynamoTracer(require_no_risky_drops=False) to accept "
+                "the risk (the drops are listed in the artifact's RISKY_DROPPED_GUARDS)."
+            )

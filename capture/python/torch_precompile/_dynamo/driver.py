@@ -1,0 +1,317 @@
+# ---------------------------------------------------------------------------
+# Driver: rebuild the captured frames and serve them. Inlined verbatim from
+# torch_precompile/_dynamo/driver.py; it reads the metadata constants and the
+# opaque sections above.
+#
+# Standalone (SERVING_MODE = "standalone"): nothing is installed and no frame
+# evaluator is involved. Each frame becomes a dispatcher that checks its
+# variants' guards against the call's locals and runs the first variant that
+# matches; a continuation is reached the way Dynamo emits it, by LOAD_GLOBAL
+# on its resume name in the module it was compiled in, so binding the
+# dispatcher under that name is all the graph-break wiring needed. The only
+# names bound into a module are ones Dynamo minted while tracing (resume
+# functions, compiled graphs, import aliases, the builtins dict key). A call
+# no variant covers RAISES: there is no compiler behind a source artifact.
+#
+# Installed (SERVING_MODE = "installed"): _pc_install() loads the captured
+# entries onto the live code objects through torch._dynamo.package, and the
+# frame evaluator serves them; torch_precompile.load() wraps the calls.
+# ---------------------------------------------------------------------------
+import base64 as _base64
+import hashlib as _hashlib
+import importlib as _importlib
+import inspect as _inspect
+import pickle as _pickle
+import sys as _sys
+import types as _types
+import zlib as _zlib
+
+import torch as _torch
+
+try:  # the shared error type when torch_precompile is installed; a local one otherwise
+    from torch_precompile import PrecompileError as _PrecompileError
+except ImportError:  # pragma: no cover - the artifact run on its own
+    class _PrecompileError(RuntimeError):
+        pass
+
+
+def _pc_fail(message):
+    raise _PrecompileError(f"precompiled {FN_NAME}: {message}")
+
+
+def _pc_unpack(blob):
+    return _pickle.loads(_zlib.decompress(_base64.b64decode(blob)))
+
+
+def _pc_check_build():
+    # Serialized code objects are Python-version-locked and the guard state
+    # torch-build-locked: refuse rather than run foreign bytecode.
+    here = "%d.%d" % _sys.version_info[:2]
+    if PYTHON_VERSION.rsplit(".", 1)[0] != here:
+        _pc_fail(f"captured on Python {PYTHON_VERSION}, this is {here}; its code objects "
+                 "are version-locked: capture again under this Python")
+    if TORCH_VERSION != _torch.__version__:
+        _pc_fail(f"captured with torch {TORCH_VERSION}, this is {_torch.__version__}; its "
+                 "guard state is build-locked: capture again under this torch")
+
+
+def _pc_import(name):
+    if name == "__main__":
+        _pc_fail("captured from a function defined in __main__, which no other process "
+                 "can import; capture a function of an importable module")
+    try:
+        return _importlib.import_module(name)
+    except ImportError as e:
+        _pc_fail(f"the captured module {name!r} is not importable here ({e}); serve with "
+                 "the captured code on sys.path")
+
+
+def _pc_compiled_graphs():
+    out = {}
+    for backend_id, (kind, payload) in _pc_unpack(_BACKENDS).items():
+        fn = payload.after_deserialization() if kind == "aot" else payload
+        out[backend_id] = _torch._dynamo.disable(fn)
+    return out
+
+
+def _pc_seed(scope, name, value):
+    # A compile of this module collected later must not delete our binding.
+    from torch._dynamo.utils import CleanupHook
+
+    CleanupHook.disown(scope, name)
+    scope[name] = value
+
+
+def _pc_builtins(scope):
+    b = scope["__builtins__"]
+    return b if isinstance(b, dict) else b.__dict__
+
+
+def _pc_bind(signature, code, args, kwargs):
+    """The frame's locals as Python would bind this call (defaults applied)."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        _pc_fail(f"{code.co_name}() cannot take these arguments: {e}")
+    bound.apply_defaults()
+    f_locals = dict(bound.arguments)
+    # inspect spells a comprehension's ".0" as "implicit0"; guards use the bytecode name
+    for name in code.co_varnames[: code.co_argcount]:
+        if name.startswith("."):
+            f_locals[name] = f_locals.pop("implicit" + name[1:])
+    return f_locals
+
+
+def _pc_standalone():
+    from torch._dynamo.package import SerializedCode, load_guard_manager, load_guards_state
+
+    _pc_check_build()
+    frames = _pc_unpack(_FRAMES)
+    binding = _pc_unpack(_ENTRY_BINDING)
+    graphs = _pc_compiled_graphs()
+    # Resume names come from a per-process counter, so another artifact or a
+    # live compile may hold the same one; the tag tells this artifact's apart.
+    tag = _hashlib.sha256((_FRAMES + _BACKENDS).encode()).hexdigest()[:16]
+    scopes = {}
+
+    def scope_of(frame):
+        scope = scopes.get(frame["module"])
+        if scope is None:
+            scope = scopes[frame["module"]] = vars(_pc_import(frame["module"]))
+            for backend_id, fn in graphs.items():
+                _pc_seed(scope, backend_id, fn)
+        for alias, module_name in frame["imports"].items():
+            _pc_seed(scope, alias, _pc_import(module_name))
+        return scope
+
+    # Refuse before seeding anything: a resume name held by anything but this
+    # artifact (the live compile that captured it, another artifact, a user
+    # binding) would be repointed under the frame that LOAD_GLOBALs it.
+    for frame in frames:
+        if frame["kind"] == "uncovered" or frame["kind"] == "bypassed":
+            continue
+        module = vars(_pc_import(frame["module"]))
+        for name in frame["resume_names"]:
+            held = module.get(name)
+            other = getattr(held, "__precompile_artifact__", None)
+            if held is not None and other != tag:
+                _pc_fail(
+                    f"{name!r} in module {frame['module']!r} is already bound "
+                    + (f"by another loaded artifact ({other})" if other else
+                       "(a live torch.compile of the captured function, e.g. the capture "
+                       "that produced this artifact, mints the same continuation names)")
+                    + "; load the artifact in a fresh process"
+                )
+
+    def dispatcher(frame):
+        target = SerializedCode.to_code_object(frame["code"])
+        kind = frame["kind"]
+        if kind == "plain":
+            scope = scope_of(frame)
+            if target.co_freevars:
+                return lambda closure: _types.FunctionType(target, scope, target.co_name, None, closure)
+            return _types.FunctionType(target, scope, target.co_name)
+        if kind != "compiled":
+            why = ("was bypassed at capture (its guards could not be serialized or a "
+                   "backend was missing), so the artifact holds no variant of it"
+                   if kind == "bypassed" else
+                   "ended with no guarded code at capture (Dynamo gave up on it), so the "
+                   "artifact holds no variant of it")
+            message = f"the captured frame {target.co_name!r} {why}; capture again"
+            if frame["entry"]:
+                _pc_fail(message)
+
+            def refuse(*_args, **_kwargs):
+                _pc_fail(message)
+            return refuse
+        scope = scope_of(frame)
+        defaults = binding["defaults"] if frame["entry"] else None
+        kwdefaults = binding["kwdefaults"] if frame["entry"] else None
+
+        def function(code, closure):
+            f = _types.FunctionType(code, scope, target.co_name, defaults, closure)
+            if kwdefaults:
+                f.__kwdefaults__ = dict(kwdefaults)
+            return f
+
+        variants = []
+        for guards_blob, body in frame["variants"]:
+            state = load_guards_state(guards_blob)
+            key = state.output_graph.name_of_builtins_dict_key_in_fglobals
+            if key:
+                if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
+                    _pc_fail(f"{key!r} in module {frame['module']!r} is bound to something "
+                             "other than the builtins dict the guards read through")
+                _pc_seed(scope, key, _pc_builtins(scope))
+            manager = load_guard_manager(state, target, scope)
+            variants.append((manager, SerializedCode.to_code_object(body)))
+        signature = _inspect.signature(function(target, tuple(_types.CellType() for _ in target.co_freevars) or None))
+
+        def call(bound, closure, args, kwargs):
+            f_locals = {}
+            for name, cell in zip(target.co_freevars, closure or ()):
+                try:
+                    f_locals[name] = cell.cell_contents
+                except ValueError:
+                    pass  # unbound at the break, as in a real frame's locals
+            f_locals.update(_pc_bind(signature, target, args, kwargs))
+            # A tag-safe root's fast path can refuse once without running its
+            # tree and disarm itself, so a miss is checked a second time.
+            for _ in range(2):
+                for manager, fn in bound:
+                    if manager.check(f_locals):
+                        return fn(*args, **kwargs)
+            failures = []
+            for i, (manager, _fn) in enumerate(bound):
+                info = manager.check_verbose(f_locals)
+                parts = [p for p in info.verbose_code_parts if p] or ["<guard failed>"]
+                failures.append(f"variant {i}: " + "; ".join(" ".join(p.split()) for p in parts[:3]))
+            _pc_fail(
+                f"no captured variant of {target.co_name!r} covers this call "
+                f"({len(bound)} captured); failed guards: " + " | ".join(failures)
+                + ". The artifact serves only what the capture exercised: capture a call "
+                "like this one too."
+            )
+
+        def bind(closure):
+            return [(m, function(body, closure)) for m, body in variants]
+
+        if target.co_freevars:
+            # Dynamo binds a continuation that closes over locals as a factory
+            # taking the closure tuple; the frame ahead of it passes one.
+            def factory(closure):
+                bound = bind(closure)
+                return lambda *args, **kwargs: call(bound, closure, args, kwargs)
+            return factory
+        bound = bind(None)
+
+        def dispatch(*args, **kwargs):
+            return call(bound, None, args, kwargs)
+        dispatch.__name__ = target.co_name
+        return dispatch
+
+    entry = None
+    for frame in frames:
+        d = dispatcher(frame)
+        if frame["entry"]:
+            entry = d
+            continue
+        try:
+            d.__precompile_artifact__ = tag
+        except AttributeError:  # a bound builtin cannot carry it; plain frames are functions
+            pass
+        scope = scopes.get(frame["module"])
+        if scope is not None:
+            for name in frame["resume_names"]:
+                _pc_seed(scope, name, d)
+    return entry
+
+
+class _PcBackend:
+    """What torch._dynamo.package.CompilePackage.install wants of a backend."""
+
+    def __init__(self, kind, payload):
+        self._kind, self._payload = kind, payload
+
+    def after_deserialization(self):
+        return self._payload.after_deserialization() if self._kind == "aot" else self._payload
+
+
+def _pc_entry_function():
+    fn = _pc_import(FN_MODULE)
+    for part in FN_QUALNAME.split("."):
+        fn = getattr(fn, part, None)
+    if not isinstance(fn, _types.FunctionType):
+        _pc_fail(f"{FN_MODULE}.{FN_QUALNAME} is not a function in the serving process")
+    return fn
+
+
+def _pc_install():
+    """Install the captured entries onto the live code objects; returns the live fn
+    and the code objects installed onto."""
+    from torch._dynamo.package import CompilePackage
+
+    _pc_check_build()
+    fn = _pc_entry_function()
+    cache_entry = _pc_unpack(_PACKAGE)
+    backends = {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
+    try:
+        package = CompilePackage(fn, cache_entry)
+        package.install(backends)
+    except _PrecompileError:
+        raise
+    except Exception as e:
+        _pc_fail(f"cannot install onto this process: {type(e).__name__}: {e}. A captured "
+                 "source may have changed since capture; capture again")
+    return fn, package
+
+
+def _pc_install_targets():
+    """The live code objects _pc_install() would load entries onto."""
+    from torch._dynamo.package import _lookup_code
+
+    fn = _pc_entry_function()
+    codes = [fn.__code__]
+    for code in _pc_unpack(_PACKAGE).codes[1:]:
+        if not code.install_to_global and not code.bypassed:
+            try:
+                codes.append(_lookup_code(code))
+            except Exception as e:
+                _pc_fail(f"cannot find the captured frame {code.python_code.co_name!r} in "
+                         f"module {code.python_module!r} ({e}); capture again")
+    return codes
+
+
+if SERVING_MODE == "standalone":
+    forward = _pc_standalone()
+else:
+    _pc_served = None
+
+    def forward(*args, **kwargs):
+        # Run alone, an installed artifact installs on first call, serves its
+        # entries and runs any other call eagerly; torch_precompile.load()
+        # refuses such calls instead.
+        global _pc_served
+        if _pc_served is None:
+            _pc_served = _pc_install()[0]
+        return _torch._dynamo.run(_pc_served)(*args, **kwargs)

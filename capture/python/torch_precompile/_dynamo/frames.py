@@ -1,0 +1,135 @@
+"""The package's frames as artifact records, their backends, and the serving mode.
+
+A record is plain data the driver rebuilds from: the frame's code object, the
+module it was compiled in, the names Dynamo minted for it, and its variants
+(serialized guard state + transformed bytecode). The entry is the package's
+first code (CompilePackage records the captured fn first).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from .._errors import PrecompileError
+
+# Frame kinds, as the driver and the summary read them.
+COMPILED = "compiled"    # at least one guarded variant
+PLAIN = "plain"          # never compiled (Dynamo skipped it): served as plain Python
+BYPASSED = "bypassed"    # compiled, but nothing of it could be packaged
+UNCOVERED = "uncovered"  # entered Dynamo and ended with no guarded code
+
+
+def backend_payloads(session: Any) -> tuple[dict[str, Any], set[str]]:
+    """Every captured backend id mapped to a picklable payload the driver turns
+    back into the compiled callable, and the ids that have none.
+
+    Inductor graphs travel as the AOTAutograd bundle recorded under their id;
+    eager graphs as their fx GraphModule; a graph Dynamo pruned to nothing as
+    the module-level function it calls instead.
+    """
+    import torch
+
+    payloads: dict[str, Any] = {}
+    missing: set[str] = set()
+    for backend_id in session.package.cache_entry().backend_ids:
+        if backend_id in session.artifacts:
+            payloads[backend_id] = ("aot", session.artifacts[backend_id])
+            continue
+        compiled = session.package.cached_backends.get(backend_id)
+        owner = getattr(compiled, "__self__", None)
+        if isinstance(owner, torch.fx.GraphModule) and session.backend == "eager":
+            payloads[backend_id] = ("fx", owner)
+        elif isinstance(compiled, torch.fx.GraphModule) and session.backend == "eager":
+            payloads[backend_id] = ("fx", compiled)
+        elif isinstance(compiled, types.FunctionType) and "<locals>" not in compiled.__qualname__:
+            payloads[backend_id] = ("fn", compiled)
+        else:
+            missing.add(backend_id)
+    return payloads, missing
+
+
+def frame_records(entry: Any, missing: set[str]) -> list[dict[str, Any]]:
+    """One record per code the package holds, entry first."""
+    records = []
+    for i, code in enumerate(entry.codes):
+        bypassed = code.bypassed or any(b in missing for b in code.backend_ids)
+        variants = [] if bypassed else [(g.guards_state, g.dynamo_code) for g in code.guarded_codes]
+        if variants:
+            kind = COMPILED
+        elif bypassed:
+            kind = BYPASSED
+        elif code.has_compile_id:
+            kind = UNCOVERED
+        else:
+            kind = PLAIN
+        records.append({
+            "entry": i == 0,
+            "kind": kind,
+            "name": code.python_code.co_name,
+            "where": f"{code.python_code.co_filename}:{code.python_code.co_firstlineno}",
+            "module": code.python_module,
+            "code": code.python_code,
+            "resume_names": list(code.function_names) if code.install_to_global else [],
+            "function_names": list(code.function_names),
+            "imports": dict(code.import_sources),
+            "backend_ids": [] if bypassed else list(code.backend_ids),
+            "variants": variants,
+        })
+    return records
+
+
+def _named_globals(record: dict[str, Any]) -> set[str]:
+    from torch._dynamo.package import SerializedCode
+
+    out: set[str] = set()
+    stack = [SerializedCode.to_code_object(body) for _, body in record["variants"]]
+    if record["kind"] == PLAIN:
+        stack.append(SerializedCode.to_code_object(record["code"]))
+    while stack:
+        code = stack.pop()
+        out.update(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return out
+
+
+def reachable(records: list[dict[str, Any]]) -> set[int]:
+    """The frames a standalone driver reaches: the entry, then every
+    continuation some reachable frame's bytecode names by LOAD_GLOBAL."""
+    seen = {i for i, r in enumerate(records) if r["entry"]}
+    pending = list(seen)
+    named: set[str] = set()
+    while pending:
+        named |= _named_globals(records[pending.pop()])
+        grew = {i for i, r in enumerate(records)
+                if i not in seen and any(n in named for n in r["resume_names"])}
+        seen |= grew
+        pending.extend(grew)
+    return seen
+
+
+def serving_mode(records: list[dict[str, Any]]) -> str:
+    """"standalone" when the entry reaches every frame that holds a variant;
+    "installed" when one is entered only by an ordinary call (a graph break
+    inside a child module's forward), which only the frame evaluator sees."""
+    reach = reachable(records)
+    compiled = {i for i, r in enumerate(records) if r["kind"] == COMPILED}
+    return "standalone" if compiled <= reach else "installed"
+
+
+def check_entry(records: list[dict[str, Any]], fn_name: str) -> None:
+    """Refuse an entry the artifact could not serve at all."""
+    entry = records[0]
+    if entry["kind"] == COMPILED:
+        return
+    if entry["kind"] == BYPASSED:
+        raise PrecompileError(
+            f"capture: the entry frame of {fn_name} was bypassed: its guards could not be "
+            "serialized or its graph held parameters by static address, so no variant of "
+            "it can be served (Dynamo logged why); fix that and capture again"
+        )
+    raise PrecompileError(
+        f"capture: the entry frame of {fn_name} produced no guarded code, so the artifact "
+        "would serve nothing; capture the function that calls the model, e.g. a "
+        "module-level 'def step(model, x): return model(x)'"
+    )

@@ -1,0 +1,84 @@
+"""load_dynamo: exec a DynamoTracer artifact and wrap it in a runnable."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import _native
+from .._api import PrecompiledRunnable
+from .._errors import PrecompileError
+
+
+def _exec(text: str, path: str) -> dict[str, Any]:
+    ns: dict[str, Any] = {
+        "__name__": f"torch_precompile.artifact.{_native.sha256_hex(text.encode('utf-8'))[:12]}",
+        "__file__": path,
+    }
+    exec(compile(text, path, "exec"), ns)
+    if not callable(ns.get("forward")):
+        raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
+    return ns
+
+
+def _refuse_installed_here(meta: dict[str, Any], allow_serve_time_compiles: bool) -> None:
+    """What an installed artifact cannot serve through, checked before anything is installed."""
+    import torch
+
+    name = meta.get("FN_NAME")
+    if torch._dynamo.config.compiled_autograd:
+        raise PrecompileError(
+            f"load: the installed artifact of {name} refuses to load with "
+            "torch._dynamo.config.compiled_autograd enabled, which would compile backward "
+            "graphs outside the artifact; turn it off in the serving process"
+        )
+    from torch._utils_internal import justknobs_check
+
+    if (os.environ.get("TORCHDYNAMO_DISABLE", "") == "1" or torch._dynamo.config.disable
+            or not justknobs_check("pytorch/compiler:enable_dynamo")):
+        raise PrecompileError(
+            f"load: the installed artifact of {name} serves through Dynamo's frame evaluator, "
+            "and Dynamo is disabled in this process (TORCHDYNAMO_DISABLE=1 or the enable_dynamo "
+            "killswitch); enable it to serve this artifact"
+        )
+    if allow_serve_time_compiles and not meta.get("SERVE_TIME_COMPILES"):
+        raise PrecompileError(
+            f"load(allow_serve_time_compiles=True): the artifact of {name} was captured "
+            "before serve-time compiles existed and cannot honor the flag; drop it or capture again"
+        )
+
+
+def _refuse_live_entries(ns: dict[str, Any], name: str) -> None:
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, _debug_get_precompile_entries
+
+    for code in ns["_pc_install_targets"]():
+        if _debug_get_cache_entry_list(code) or _debug_get_precompile_entries(code):
+            raise PrecompileError(
+                f"load: {code.co_name!r} ({code.co_filename}:{code.co_firstlineno}), a frame the "
+                f"installed artifact of {name} installs onto, already has live Dynamo cache "
+                "entries in this process (a torch.compile of it, the capture itself, or another "
+                "loaded artifact); load the artifact in a fresh process"
+            )
+
+
+def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, bytes]] | None,
+                artifact_path: str, *, allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
+    """The runnable for a DynamoTracer artifact; ``entries`` (the verified cache
+    entries) were already primed by the caller and are not needed here."""
+    import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
+
+    mode = meta.get("SERVING_MODE", "standalone")
+    if mode == "standalone":
+        from .._loader import StandaloneRunnable
+
+        ns = _exec(text, artifact_path)
+        return StandaloneRunnable(ns["forward"], meta, artifact_path)
+    if mode != "installed":
+        raise PrecompileError(f"load: {artifact_path!r} has an unknown SERVING_MODE {mode!r}")
+    _refuse_installed_here(meta, allow_serve_time_compiles)
+    ns = _exec(text, artifact_path)
+    _refuse_live_entries(ns, str(meta.get("FN_NAME")))
+    fn, _package = ns["_pc_install"]()
+    from .installed import InstalledRunnable
+
+    return InstalledRunnable(fn, meta, artifact_path, allow_serve_time_compiles=allow_serve_time_compiles)

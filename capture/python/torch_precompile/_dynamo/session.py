@@ -1,0 +1,134 @@
+"""The capture session: fn compiled by Dynamo into a CompilePackage, call by call.
+
+``torch._dynamo.package.CompilePackage`` records every frame Dynamo compiles
+under the wrapper (the entry, its graph-break continuations, any user frame
+entered by an ordinary call) with one guarded code per variant. This module
+owns the wrapper, the compiler configuration each call runs under, and the
+bookkeeping the package does not keep: backend artifacts, frames that hit the
+recompile limit, and the exceptions capture calls raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from typing import Any, Callable, Iterator
+
+from .._errors import PrecompileError
+from .._tracers import DynamoTracer
+from .guards import Ledger
+
+_LIMIT_HIT = re.compile(r"^'(?P<name>.*)' \((?P<where>.*)\)$")
+
+
+@contextlib.contextmanager
+def capture_config() -> Iterator[None]:
+    """The compiler configuration a capture call runs under.
+
+    - ``bundled_autograd_cache``: AOTAutograd hands each compiled graph to the
+      package under its backend id, which is how an Inductor graph reaches the
+      artifact;
+    - ``force_non_lazy_backward_lowering``: with grad enabled the backward is
+      lowered with the forward, not at the first ``.backward()`` (a capture
+      that never runs one would otherwise save no backend at all);
+    - ``bypass_autograd_cache_key``: a graph the cache declines to key would
+      never be saved; the artifact is addressed by backend id instead;
+    - ``allow_empty_graphs``: an empty frame still records its guards as a
+      variant instead of being skipped for good on its code object.
+    """
+    import torch
+    import torch._functorch.config as functorch_config
+
+    if torch.compiler.config.force_disable_caches:
+        raise PrecompileError(
+            "capture: torch.compiler.config.force_disable_caches=True turns off the "
+            "AOTAutograd cache through which compiled graphs reach the artifact; unset "
+            "it (or TORCHINDUCTOR_FORCE_DISABLE_CACHES) for the capture"
+        )
+    with (
+        functorch_config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True,
+                               bypass_autograd_cache_key=True),
+        torch._dynamo.config.patch(allow_empty_graphs=True),
+    ):
+        yield
+
+
+class _LimitWatch(logging.Handler):
+    """Dynamo warns once per frame that hits the recompile limit; that warning
+    is the only record of it, so it is read off the convert_frame logger."""
+
+    def __init__(self, sink: set[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not str(record.msg).startswith("torch._dynamo hit config.") or not record.args:
+            return
+        args = record.args if isinstance(record.args, tuple) else (record.args,)
+        for arg in args:
+            m = _LIMIT_HIT.match(str(arg))
+            if m:
+                self._sink.add(f"{m['name']} ({m['where']})")
+
+
+class Session:
+    """fn under Dynamo with a CompilePackage, plus what the package does not record."""
+
+    def __init__(self, fn: Callable[..., Any], tracer: DynamoTracer, backend: str) -> None:
+        import torch
+        from torch._dynamo.package import CompilePackage
+
+        self.fn = fn
+        self.backend = backend
+        self.tracer = tracer
+        self.package = CompilePackage(fn)
+        self.ledger = Ledger(self.package, tracer.guard_filter_fn)
+        # backend id -> the AOTAutograd bundle recorded for it (inductor)
+        self.artifacts: dict[str, Any] = {}
+        self.truncated: set[str] = set()
+        self.errors: list[str] = []
+        self.calls = 0
+        # Its own recompile region: an earlier compile of fn in this process
+        # would otherwise serve its cache entries and the package record nothing.
+        self._compiled = torch._dynamo.optimize(
+            backend,
+            package=self.package,
+            guard_filter_fn=self.ledger.filter,
+            dynamic=tracer.dynamic,
+            recompile_limit=tracer.recompile_limit,
+            isolate_recompiles=True,
+        )(fn)
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        import torch
+
+        self.calls += 1
+        # The configuration is per call: code between calls runs in the ambient one.
+        # The accumulated limit is raised so the per-frame limit is the effective one.
+        accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
+        watch = _LimitWatch(self.truncated)
+        logger = logging.getLogger("torch._dynamo.convert_frame")
+        logger.addHandler(watch)
+        try:
+            with capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated):
+                return self._compiled(*args, **kwargs)
+        except Exception as e:
+            message = f"{type(e).__name__}: {e}"
+            if message not in self.errors:
+                self.errors.append(message)
+            raise
+        finally:
+            logger.removeHandler(watch)
+            self._take_artifacts()
+
+    def _take_artifacts(self) -> None:
+        """Move this capture's AOTAutograd bundles out of the process-global list
+        after every call, before anything else can clear it."""
+        from torch._dynamo.precompile_context import PrecompileContext
+
+        for backend_id in self.package.cache_entry().backend_ids:
+            if backend_id not in self.artifacts:
+                artifact = PrecompileContext.take_artifact(backend_id)
+                if artifact is not None:
+                    self.artifacts[backend_id] = artifact

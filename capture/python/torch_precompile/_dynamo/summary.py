@@ -1,0 +1,44 @@
+"""The PrecompileSummary of a capture session, read off its package and ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._summary import PrecompileSummary
+from . import frames as _frames
+
+
+def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> PrecompileSummary:
+    """Coverage and guard information for everything the session captured so far.
+
+    ``records`` are the frame records the artifact is rendered from, when the
+    caller already has them; otherwise they are built here. ``bypassed`` and
+    ``uncovered_frames`` hold one bare co_name per frame; ``truncated`` holds
+    ``co_name (filename:firstlineno)`` once per code that hit the limit; no
+    invariance policy runs, so nothing is policy-dropped.
+    """
+    entry = session.package.cache_entry()
+    if records is None:
+        _payloads, missing = _frames.backend_payloads(session)
+        records = _frames.frame_records(entry, missing)
+    ledger = session.ledger
+    dropped = ledger.dropped
+    return PrecompileSummary(
+        frames=len(records),
+        resume_functions=sum(1 for c in entry.codes if c.install_to_global),
+        guarded_codes=sum(len(c.guarded_codes) for c in entry.codes),
+        backend_graphs=len({b for r in records for b in r["backend_ids"]}),
+        bypassed=tuple(r["name"] for r in records if r["kind"] == _frames.BYPASSED),
+        truncated=tuple(sorted(session.truncated)),
+        uncovered_frames=tuple(r["name"] for r in records if r["kind"] == _frames.UNCOVERED),
+        wont_generalize=ledger.wont_generalize(),
+        dropped_guards=tuple(sorted(dropped)),
+        kept_guards=tuple(sorted(ledger.kept)),
+        risky_dropped_guards=tuple(sorted(ledger.risky() & dropped)),
+        policy_dropped_guards=(),
+        dropped_guard_code=tuple(
+            (t, src, ledger.dropped_code[(t, src)]) for t, src in sorted(dropped)
+            if (t, src) in ledger.dropped_code
+        ),
+        capture_errors=tuple(session.errors),
+    )

@@ -1,0 +1,81 @@
+"""Freeze what a capture block compiled into cache entries.
+
+C++ kernel libraries go in by content key (``cpp/<key>.so``) with a manifest that
+says which binding flavour loads each; Triton's cache directory goes in file by file
+(``triton/<hash>/<file>``), which Triton finds again by its own content hash. The
+ISA decision rides in the manifest so the serving host is checked without compiling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .._errors import PrecompileError
+from . import isa
+from .block import KernelBlock
+
+MANIFEST = "kernels.json"
+
+
+def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, Any]]:
+    """(entries, header meta) for everything the block compiled so far."""
+    entries: list[tuple[str, str, bytes]] = []
+    cpp: list[dict[str, Any]] = []
+    for key, rec in sorted(block.kernels.items()):
+        path = rec["path"]
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise PrecompileError(
+                f"capture: cannot freeze the C++ kernel library {path} ({rec['binding']}, "
+                f"content {key[:12]}): {e.strerror or e}. It was loaded but its file is gone; "
+                "keep the block's cache directory intact until the capture is written"
+            ) from e
+        name = f"cpp/{key}.so"
+        entries.append(("cpp_kernel", name, data))
+        cpp.append({"content": key, "binding": rec["binding"], "key": rec["key"], "entry": name})
+    triton_files = _triton_files(block.triton_dir)
+    entries += triton_files
+    runs = block.compiler_runs()
+    manifest = {
+        "cpp": cpp,
+        "triton_files": len(triton_files),
+        "isa": isa.decision() if cpp else {"vec_isa": "", "flags": []},
+        "capture_compiler_runs": sum(1 for r in runs if r.get("kind") == "compile"),
+    }
+    entries.append(("kernel_manifest", MANIFEST, json.dumps(manifest, indent=1).encode()))
+    meta = {
+        "frozen_cpp_kernels": len(cpp),
+        "frozen_triton_files": len(triton_files),
+        "vec_isa": manifest["isa"]["vec_isa"],
+        "host_requirements": _requirements(manifest),
+    }
+    return entries, meta
+
+
+def _triton_files(root: str) -> list[tuple[str, str, bytes]]:
+    out = []
+    if not os.path.isdir(root):
+        return out
+    for dirpath, _dirs, files in os.walk(root):
+        for fname in sorted(files):
+            if fname.endswith(".lock") or fname.startswith("tmp"):
+                continue
+            full = os.path.join(dirpath, fname)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            with open(full, "rb") as f:
+                out.append(("triton", f"triton/{rel}", f.read()))
+    return sorted(out, key=lambda e: e[1])
+
+
+def _requirements(manifest: dict[str, Any]) -> str:
+    parts = []
+    if manifest["cpp"]:
+        flags = " ".join(manifest["isa"]["flags"]) or "no vector extension"
+        parts.append(f"C++ kernels: this torch build, {manifest['isa']['vec_isa'] or 'scalar'} CPU ({flags})")
+    if manifest["triton_files"]:
+        parts.append("Triton kernels: this torch/Triton build and the GPU architecture they were compiled for")
+    return "; ".join(parts) or "none (no compiled kernels)"

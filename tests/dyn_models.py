@@ -1,0 +1,115 @@
+"""Models and step functions the DynamoTracer tests capture and serve.
+
+Module-level functions of an importable module, as a Dynamo artifact requires;
+the fresh processes the tests start put this directory on sys.path.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class DropMLP(nn.Module):
+    """Behaves differently in train and eval (dropout, batch norm statistics)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.drop(self.bn(self.fc(x)))
+
+
+class BreakingChild(nn.Module):
+    """A graph break inside a child module's forward: only the frame evaluator
+    sees this frame, so its artifact serves installed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.sin(self.inner(x))
+        torch._dynamo.graph_break()
+        return h * 2
+
+
+class Parent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre = nn.Linear(8, 8)
+        self.child = BreakingChild()
+        self.post = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.post(self.child(torch.relu(self.pre(x))))
+
+
+class Activation(nn.Module):
+    """Holds a Python function in an attribute: a configuration-chosen slot."""
+
+    def __init__(self, act=torch.tanh) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+def my_act(x):
+    return x * torch.sigmoid(x)
+
+
+def step(model, x):
+    return model(x)
+
+
+def add_one(x):
+    return x + 1
+
+
+def scaled(model, x, scale=2.0, *, shift=0.5):
+    return model(x) * scale + shift
+
+
+def with_int(x, n):
+    return x * n + n
+
+
+def print_break(model, x):
+    y = model(x)
+    print("between graphs")
+    return torch.cos(y)
+
+
+def item_branch(model, x):
+    y = model(x)
+    if y.sum().item() > 0:
+        return y * 2
+    return y - 1
+
+
+def train_step(model, x, target):
+    loss = ((model(x) - target) ** 2).mean()
+    loss.backward()
+    return loss.detach()
+
+
+def raises(x):
+    if x.shape[0] == 3:
+        raise ValueError("three rows are not allowed")
+    return x * 3

@@ -1,0 +1,96 @@
+"""Frozen kernels: a fresh process on a cold host (empty Inductor and Triton cache
+directories, another temp and working directory) serves an inductor artifact under
+the lockdown and the strict shim with ZERO compiler executions, read from the
+journal. Withholding the cache makes the same serve fail, which proves the check
+can fail."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import read_journal, run_python, shim_path
+
+TESTS = Path(__file__).resolve().parent
+MODELS = ["mlp", "convbn", "block"]
+
+CAPTURE = r"""
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, pc_models
+from torch_precompile import _native
+for name in {models!r}:
+    fn, model, args = pc_models.make(name, seed=0)
+    with tp.capture(fn, artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache",
+                    tracer=tp.MakeFxTracer(), backend="inductor") as cap:
+        cap(*args)
+    header = json.loads(_native.cache_read_header(open(f"{{name}}.cache", "rb").read()))
+    print(json.dumps([name, header["meta"]]))
+"""
+
+SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, pc_models, scenario_tools as st
+fn, model, args = pc_models.make({name!r}, seed=1)
+ref = st.clone_args(args)
+f = tp.load({code!r}, {cache!r})
+with tp.no_compilation():
+    y = f(*args)
+st.assert_close(y, fn(*ref), "inductor", "cold serve")
+st.assert_models_match(args[0], ref[0], "inductor", "cold serve state")
+print("SERVED")
+"""
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("frozen")
+    r = run_python(CAPTURE.format(tests=str(TESTS), models=MODELS), cwd=d).check()
+    metas = dict(json.loads(line) for line in r.stdout.splitlines() if line.startswith("["))
+    for name in MODELS:
+        assert metas[name]["frozen_cpp_kernels"] >= 1, metas[name]
+        assert metas[name]["vec_isa"] is not None
+    return d
+
+
+def cold_host(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    for sub in ("inductor", "triton", "tmp", "cwd"):
+        (tmp_path / sub).mkdir()
+    journal = tmp_path / "journal.jsonl"
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "TORCH_PRECOMPILE_NO_COMPILATION": "1",
+        "PRECOMPILE_STRICT": "1",
+        "PRECOMPILE_JOURNAL": str(journal),
+    }
+    return env, journal
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
+def test_cold_host_serves_with_zero_compiler_runs(pairs: Path, tmp_path: Path, name: str) -> None:
+    env, journal = cold_host(tmp_path)
+    code = SERVE.format(tests=str(TESTS), name=name, code=str(pairs / f"{name}.py"), cache=str(pairs / f"{name}.cache"))
+    r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
+    assert "SERVED" in r.stdout
+    assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
+    assert not any((tmp_path / "inductor").iterdir()), "nothing is written to the user's cache"
+
+
+@pytest.mark.slow
+def test_withheld_cache_fails_under_lockdown(pairs: Path, tmp_path: Path) -> None:
+    env, journal = cold_host(tmp_path)
+    empty = tmp_path / "withheld.cache"
+    empty.write_bytes(b"not a cache")
+    code = SERVE.format(tests=str(TESTS), name="mlp", code=str(pairs / "mlp.py"), cache=str(empty))
+    r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd")
+    assert r.returncode != 0 and "SERVED" not in r.stdout
+    records = read_journal(journal)
+    assert records and all(rec["verdict"] == "refused" for rec in records), records
+    assert "PrecompileError" in r.stderr or "Operation not permitted" in r.stderr, r.stderr[-2000:]
