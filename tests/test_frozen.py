@@ -94,3 +94,43 @@ def test_withheld_cache_fails_under_lockdown(pairs: Path, tmp_path: Path) -> Non
     records = read_journal(journal)
     assert records and all(rec["verdict"] == "refused" for rec in records), records
     assert "PrecompileError" in r.stderr or "Operation not permitted" in r.stderr, r.stderr[-2000:]
+
+
+TRITON_CAPTURE = r"""
+import hashlib, json, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, pc_models, tri_kernels
+from torch_precompile import _native
+fn, model, args = pc_models.make("mlp", seed=0)
+with tp.capture(fn, artifact_path="t.py", cache_path="t.cache", tracer=tp.MakeFxTracer(), backend="eager") as cap:
+    cap(*args)
+    kernel = tri_kernels.compile_for_h100()       # ptxas runs here, inside the block
+header = json.loads(_native.cache_read_header(open("t.cache", "rb").read()))
+print(json.dumps({{"meta": header["meta"], "cubin": hashlib.sha256(kernel.asm["cubin"]).hexdigest()}}))
+"""
+
+TRITON_SERVE = r"""
+import hashlib, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, tri_kernels
+torch_precompile_loaded = tp.load({code!r}, {cache!r})
+with tp.no_compilation():
+    kernel = tri_kernels.compile_for_h100()       # must be found, not compiled
+print("CUBIN", hashlib.sha256(kernel.asm["cubin"]).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_triton_kernel_frozen_and_found_without_ptxas(tmp_path: Path) -> None:
+    cap_dir = tmp_path / "capture"
+    cap_dir.mkdir()
+    r = run_python(TRITON_CAPTURE.format(tests=str(TESTS)), cwd=cap_dir).check()
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    assert info["meta"]["frozen_triton_files"] >= 2, info
+    serve_dir = tmp_path / "serve"
+    serve_dir.mkdir()
+    env, journal = cold_host(serve_dir)
+    r = run_python(TRITON_SERVE.format(tests=str(TESTS), code=str(cap_dir / "t.py"), cache=str(cap_dir / "t.cache")),
+                   preload=True, env=env, cwd=serve_dir / "cwd").check()
+    assert f"CUBIN {info['cubin']}" in r.stdout
+    assert read_journal(journal) == [], "ptxas (or another compiler) ran while serving"

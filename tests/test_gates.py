@@ -119,6 +119,7 @@ def coordinate_descent():
 
 REFUSED_CASES = {
     "dynamo_first_compile": cold_compile,
+    "dynamo_fullgraph_capture": lambda: torch._dynamo.convert_frame.fullgraph_capture(traced, (torch.ones(2),)),
     "make_fx": lambda: make_fx(traced)(torch.ones(2)),
     "torch_export": lambda: torch.export.export(Lin(), (torch.ones(2),)),
     "aot_autograd": lambda: aot_function(traced, fw_compiler=lambda g, _: g)(torch.ones(2)),
@@ -155,6 +156,7 @@ ALLOWED_CASES = {
 NAMES = {
     "dynamo_first_compile": ["torch.compile of 'cold_compile.<locals>.fresh'", "first compile, no cache entry"],
     "dynamo_recompile": ["torch.compile of 'f'", "recompile: no cache entry matches", "tensor 'x'"],
+    "dynamo_fullgraph_capture": ["Dynamo full-graph capture of 'traced'"],
     "make_fx": ["make_fx tracing of 'traced'"],
     "torch_export": ["torch.export tracing of a Lin"],
     "aot_autograd": ["AOTAutograd graph trace", "no AOTAutograd cache entry"],
@@ -536,3 +538,33 @@ report(python=python, native=native)
     refused = [r for r in read_journal(journal) if r["verdict"] == "refused"]
     assert refused and Path(refused[0]["exe"]).name.startswith("ptxas"), refused
     assert refused[0]["reason"] == "startup-lockdown" and refused[0]["source"] == "shim"
+
+
+@pytest.mark.gpu
+def test_triton_jit_launch_and_autotuner_on_a_device(tmp_path: Path) -> None:
+    if not Path("/dev/nvidiactl").exists():
+        pytest.skip("no NVIDIA device on this host")
+    code = PRELUDE + CASES + r"""
+if not torch.cuda.is_available():
+    report(skip=True)
+    sys.exit(0)
+x = torch.zeros(100, device="cuda")
+grid = lambda meta: (triton.cdiv(100, meta["BLOCK"]),)
+with no_compilation():
+    jit = attempt(lambda: add_one[(2,)](x, 100, BLOCK=64))
+    tune = attempt(lambda: tuned[grid](x, 100))
+after = attempt_all({"jit": lambda: add_one[(2,)](x, 100, BLOCK=64), "tune": lambda: tuned[grid](x, 100)})
+torch.cuda.synchronize()
+with no_compilation():  # both are in Triton's in-memory caches now
+    served = attempt_all({"jit": lambda: add_one[(2,)](x, 100, BLOCK=64), "tune": lambda: tuned[grid](x, 100)})
+torch.cuda.synchronize()
+report(jit=jit, tune=tune, after=after, served=served, x=x.sum().item())
+"""
+    out = results(run_python(code, env=child_env(tmp_path)))
+    if out.get("skip"):
+        pytest.skip("no CUDA device")
+    assert out["jit"][0] == "refused" and "Triton compile of kernel 'add_one'" in out["jit"][1]
+    assert out["tune"][0] == "refused" and "Triton autotuning of kernel 'add_one'" in out["tune"][1]
+    assert_allowed(out["after"], "after the lockdown")
+    assert_allowed(out["served"], "from Triton's caches under lockdown")
+    assert out["x"] > 0

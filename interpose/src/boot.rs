@@ -5,35 +5,28 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use policy::env;
 
 use crate::state::Settings;
 
+static LOGGING: AtomicBool = AtomicBool::new(false);
+
+/// Whether `PRECOMPILE_LOG` installed a subscriber.
+pub fn logging_on() -> bool {
+    LOGGING.load(Ordering::Relaxed)
+}
+
 /// `PRECOMPILE_LOG=<filter>` (`debug`, `info`, `precompile=trace`, …): the
-/// shim's log lines go to stderr. Unset: no subscriber, nothing printed.
+/// shim's log lines go to stderr (see [`crate::log`]). Unset: nothing.
 pub fn logging() {
     let Some(spec) = std::env::var_os(env::LOG) else {
         return;
     };
-    let spec = spec.to_string_lossy();
-    let filter = match tracing_subscriber::filter::Targets::from_str(&spec) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("precompile: ignoring {}={spec:?}: {e}", env::LOG);
-            return;
-        }
-    };
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(false);
-    let _ = tracing_subscriber::registry()
-        .with(fmt)
-        .with(filter)
-        .try_init();
+    if crate::log::install(&spec.to_string_lossy()) {
+        LOGGING.store(true, Ordering::Relaxed);
+    }
 }
 
 /// In a Python process whose `<libdir>/boot` exists, prepends that directory
@@ -42,7 +35,7 @@ pub fn python_path(settings: &Settings) {
     if !is_python() {
         return;
     }
-    let Some(lib) = settings.self_path.as_ref() else {
+    let Some(lib) = settings.self_path else {
         return;
     };
     let Some(boot) = boot_dir(Path::new(std::ffi::OsStr::from_bytes(lib.to_bytes()))) else {
@@ -59,16 +52,18 @@ pub fn python_path(settings: &Settings) {
             env::PYTHONPATH,
             OsString::from(std::ffi::OsStr::from_bytes(&value)),
         );
-        tracing::debug!(boot = %boot.display(), "boot directory prepended to PYTHONPATH");
+        if logging_on() {
+            tracing::debug!(boot = %boot.display(), "boot directory prepended to PYTHONPATH");
+        }
     }
 }
 
-/// The basename of /proc/self/exe starts with "python".
+/// The basename of /proc/self/exe starts with "python". A stack buffer:
+/// a process that is not configured should not even start its heap here.
 fn is_python() -> bool {
-    std::fs::read_link("/proc/self/exe")
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.as_bytes().starts_with(b"python")))
-        .unwrap_or(false)
+    let mut buf = [0u8; 4096];
+    crate::sys::readlink(c"/proc/self/exe", &mut buf)
+        .is_some_and(|exe| crate::raw::basename(exe).starts_with(b"python"))
 }
 
 fn boot_dir(lib: &Path) -> Option<PathBuf> {

@@ -28,6 +28,7 @@ mod envp;
 mod gate;
 pub mod hooks;
 mod journal;
+mod log;
 mod raw;
 mod real;
 mod resolve;
@@ -44,6 +45,9 @@ fn load() {
     state::init();
     let settings = state::get();
     boot::python_path(settings);
+    if !boot::logging_on() {
+        return; // registering the log call site below costs even when off
+    }
     tracing::debug!(
         pid = std::process::id(),
         lock = ?policy::lockdown::current(),

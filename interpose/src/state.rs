@@ -16,7 +16,7 @@ pub struct Settings {
     pub rules: Rules,
     /// Absolute path of libprecompile.so; `None` when the code is not
     /// running from a shared object (unit tests) or it cannot be found.
-    pub self_path: Option<CString>,
+    pub self_path: Option<&'static CStr>,
     /// `PRECOMPILE_STRICT`/`_COMPILERS`/`_ALLOW` entries exactly as they were
     /// at start, handed on to every child.
     pub start_entries: Vec<CString>,
@@ -75,7 +75,7 @@ fn load() -> Settings {
 /// This library's absolute path, found with `dladdr` on one of its own
 /// functions. `None` inside an executable (the unit tests link this code
 /// into one), so that a test binary never preloads itself into children.
-fn locate_self() -> Option<CString> {
+fn locate_self() -> Option<&'static CStr> {
     // SAFETY: an all-zero Dl_info (null pointers) is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let addr = locate_self as *const libc::c_void;
@@ -84,16 +84,23 @@ fn locate_self() -> Option<CString> {
     if unsafe { libc::dladdr(addr, &mut info) } == 0 {
         return None;
     }
-    // SAFETY: on success dli_fname is null or a C string owned by the loader
-    // for as long as the object stays loaded (we copy it right away).
-    let name = unsafe { crate::raw::c_str(info.dli_fname) }?;
+    // SAFETY: on success dli_fname is null or the loader's own name for this
+    // object, alive as long as the object is loaded. This library is never
+    // unloaded (a preload cannot be; a dlopen'ed copy is not closed by its
+    // users, and its hooks could not be closed safely anyway), so 'static.
+    let name: &'static CStr = unsafe { crate::raw::c_str(info.dli_fname) }?;
     let path = std::path::Path::new(std::ffi::OsStr::from_bytes(name.to_bytes()));
     let file = path.file_name()?.to_str()?;
     if !file.contains(".so") {
         return None;
     }
+    if path.is_absolute() {
+        // as the loader found it: no allocation, no realpath walk
+        return Some(name);
+    }
     let abs = std::fs::canonicalize(path).ok()?;
-    CString::new(abs.into_os_string().into_encoded_bytes()).ok()
+    let owned = CString::new(abs.into_os_string().into_encoded_bytes()).ok()?;
+    Some(Box::leak(owned.into_boxed_c_str()))
 }
 
 /// Room for the entries a child may be forced to carry: lockdown, journal
@@ -120,7 +127,7 @@ pub fn wanted<'a>(s: &'static Settings, forced: &'a mut Forced) -> Wanted<'a> {
         add(e.as_c_str());
     }
     Wanted {
-        preload: s.self_path.as_deref().map(CStr::to_bytes),
+        preload: s.self_path.map(CStr::to_bytes),
         forced: forced.get(..n).unwrap_or(&[]),
     }
 }

@@ -78,10 +78,15 @@ class DynamoCapture(Capture):
         self._session: Any = None
         self._scopes = contextlib.ExitStack()
 
-    def _kernel_cache_scope(self) -> contextlib.AbstractContextManager[None]:
+    def _kernel_cache_scope(self) -> contextlib.AbstractContextManager[Any]:
         """Hook point: the Inductor/Triton cache-directory redirection of the block
         (entered on __enter__, exited on __exit__). Owned by another issue."""
         return contextlib.nullcontext()
+
+    def _kernel_entries(self) -> tuple[list[tuple[str, str, bytes]], dict[str, Any]]:
+        """Hook point: the frozen kernels each write adds to the cache, as
+        (entries, envelope meta). Owned by the same issue as _kernel_cache_scope."""
+        return [], {}
 
     def __enter__(self) -> DynamoCapture:
         if self._state == "spent":
@@ -140,11 +145,14 @@ class DynamoCapture(Capture):
                 "capture: nothing was captured; call the capture with your example "
                 "arguments inside the `with` block before it exits"
             )
-        code, cache, summary = render(
+        code, entries, summary = render(
             session, fn_name=self._fn_name,
             bundle=kernel_bundle() if self._backend == "inductor" else None,
         )
         self._gate(summary)
+        kernels, meta = self._kernel_entries()
+        cache = _artifact.encode_cache(code, backend=self._backend, tracer="dynamo",
+                                       entries=[*entries, *kernels], meta=meta)
         _artifact.write_pair(self._artifact_path, self._cache_path, code, cache)
 
     def _gate(self, s: PrecompileSummary) -> None:

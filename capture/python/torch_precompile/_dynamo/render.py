@@ -124,8 +124,9 @@ def kernel_bundle() -> bytes | None:
     return None if saved is None else saved[0]
 
 
-def render(session: Any, *, fn_name: str, bundle: bytes | None) -> tuple[bytes, bytes, PrecompileSummary]:
-    """(python_code, cache, summary) for everything the session captured."""
+def render(session: Any, *, fn_name: str, bundle: bytes | None
+           ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary]:
+    """(python_code, cache entries, summary) for everything the session captured."""
     from .summary import summarize
 
     entry = session.package.cache_entry()
@@ -159,5 +160,4 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None) -> tuple[bytes, 
     entries = []
     if bundle:
         entries.append(("inductor_bundle", "inductor/cache_artifacts.bin", bundle))
-    cache = _artifact.encode_cache(code, backend=session.backend, tracer="dynamo", entries=entries)
-    return code, cache, summary
+    return code, entries, summary

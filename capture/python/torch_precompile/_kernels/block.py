@@ -17,11 +17,11 @@ import threading
 from typing import Any
 
 from .. import _lockdown, _settings
-from . import content
+from . import content, triton_memory
 
 log = logging.getLogger(__name__)
 
-_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING")
 _active: list["KernelBlock"] = []
 _lock = threading.Lock()
 
@@ -35,6 +35,7 @@ class KernelBlock:
         self._saved_env: dict[str, str | None] = {}
         self._patched: Any = None
         self._journal_armed = False
+        self._triton_saved: Any = []
 
     @property
     def inductor_dir(self) -> str:
@@ -61,11 +62,13 @@ class KernelBlock:
         self.root = tempfile.mkdtemp(prefix="precompile-block-")
         os.makedirs(self.inductor_dir)
         os.makedirs(self.triton_dir)
-        for name, value in zip(_ENV, (self.inductor_dir, self.triton_dir)):
+        # Triton's autotuning cache is on inside the block so decisions ship.
+        for name, value in zip(_ENV, (self.inductor_dir, self.triton_dir, "1")):
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value
         self._arm_journal()
         _clear_inductor_memory_caches()
+        self._triton_saved = triton_memory.set_aside()
         _install_recorder()
         return self
 
@@ -82,6 +85,8 @@ class KernelBlock:
         # What was loaded from the block directory stays loaded; the next compile
         # outside the block must not find (and reuse paths into) our directory.
         _clear_inductor_memory_caches()
+        triton_memory.bring_back(self._triton_saved)
+        self._triton_saved = []
 
     def close(self) -> None:
         """Delete the block directory once nothing more will be frozen from it."""

@@ -43,6 +43,7 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
     manifest = {
         "cpp": cpp,
         "triton_files": len(triton_files),
+        "ptxas_versions": _ptxas_versions(triton_files),
         "isa": isa.decision() if cpp else {"vec_isa": "", "flags": []},
         "capture_compiler_runs": sum(1 for r in runs if r.get("kind") == "compile"),
     }
@@ -67,8 +68,41 @@ def _triton_files(root: str) -> list[tuple[str, str, bytes]]:
             full = os.path.join(dirpath, fname)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
             with open(full, "rb") as f:
-                out.append(("triton", f"triton/{rel}", f.read()))
+                data = f.read()
+            if fname.startswith("__grp__") and fname.endswith(".json"):
+                data = _relative_group(data)
+            out.append(("triton", f"triton/{rel}", data))
     return sorted(out, key=lambda e: e[1])
+
+
+def _relative_group(data: bytes) -> bytes:
+    """Triton's group file lists its members by absolute path; keep only the file
+    names, and restore() points them at wherever the files are unpacked."""
+    grp = json.loads(data)
+    grp["child_paths"] = {k: os.path.basename(v) for k, v in grp.get("child_paths", {}).items()}
+    return json.dumps(grp).encode()
+
+
+def _ptxas_versions(files: list[tuple[str, str, bytes]]) -> dict[str, str]:
+    """The ``ptxas --version`` text behind each CUDA arch the frozen Triton kernels
+    target. Triton hashes it into every cache key, so serving answers with the
+    recorded text instead of running ptxas to look the binaries up."""
+    archs = set()
+    for _kind, name, data in files:
+        if name.endswith(".json") and not name.rsplit("/", 1)[-1].startswith("__grp__"):
+            try:
+                target = json.loads(data).get("target", {})
+            except ValueError:
+                continue
+            if target.get("backend") == "cuda" and isinstance(target.get("arch"), int):
+                archs.add(target["arch"])
+    if not archs:
+        return {}
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas_version
+    except ImportError:
+        return {}
+    return {str(arch): get_ptxas_version(arch) for arch in sorted(archs)}
 
 
 def _requirements(manifest: dict[str, Any]) -> str:

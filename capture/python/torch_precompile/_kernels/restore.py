@@ -52,6 +52,8 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
     for kind, name, data in wanted:
         path = os.path.join(root, *name.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        if kind == "triton" and os.path.basename(path).startswith("__grp__"):
+            data = _absolute_group(data, os.path.dirname(path))
         with open(path, "wb") as f:
             f.write(data)
         if kind == "cpp_kernel":
@@ -63,8 +65,19 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
         # Triton finds a binary by the hash directory it computes; a private root
         # holding the restored directories is all it needs.
         os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
+        # Frozen autotuning decisions are read from that directory only with the
+        # autotuning cache on; with them found, no autotuner benchmarks.
+        os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
+        _seed_ptxas_versions(manifest.get("ptxas_versions") or {})
     _install_hook()
     return manifest
+
+
+def _absolute_group(data: bytes, directory: str) -> bytes:
+    grp = json.loads(data)
+    grp["child_paths"] = {k: os.path.join(directory, os.path.basename(v))
+                          for k, v in grp.get("child_paths", {}).items()}
+    return json.dumps(grp).encode()
 
 
 def _install_hook() -> None:
@@ -96,3 +109,27 @@ def _install_hook() -> None:
 
     CppCodeCache.load_async = classmethod(load_async)
     _hooked = True
+
+
+def _seed_ptxas_versions(versions: dict[str, str]) -> None:
+    """Answer Triton's ``ptxas --version`` question from the manifest (it is part of
+    every CUDA cache key), so finding a frozen binary runs no ptxas at all."""
+    if not versions:
+        return
+    from ..gates.on_import import when_imported
+
+    def seed(module: Any) -> None:
+        original = module.get_ptxas_version
+        if getattr(original, "__precompile_seeded__", False):
+            original.__precompile_versions__.update(versions)
+            return
+
+        def get_ptxas_version(arch: int = 80) -> str:
+            known = get_ptxas_version.__precompile_versions__.get(str(arch))
+            return known if known is not None else original(arch)
+
+        get_ptxas_version.__precompile_seeded__ = True
+        get_ptxas_version.__precompile_versions__ = dict(versions)
+        module.get_ptxas_version = get_ptxas_version
+
+    when_imported("triton.backends.nvidia.compiler", seed)

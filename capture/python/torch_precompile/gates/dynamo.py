@@ -12,6 +12,9 @@ and, with ``torch._dynamo.config.suppress_errors``, runs the frame eagerly
 instead; it would swallow the refusal. So it re-raises a refusal recorded on
 this thread. Without suppress_errors the refusal propagates through the C
 callback to the caller unchanged.
+
+``fullgraph_capture`` (the graph capture behind torch.export's Dynamo path and
+``torch._dynamo.aot_compile``) traces without that callback, so it is gated too.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, Callable
 
 from .._errors import PrecompileError
 from .on_import import when_imported
-from .patch import refuse, replace
+from .patch import gate, refuse, replace
 
 REMEDY = (
     "Capture this function ahead of time with torch.compiler.precompile.capture(), "
@@ -44,6 +47,18 @@ def install() -> None:
 def _arm(convert_frame: ModuleType) -> None:
     replace(convert_frame, "_compile", functools.partial(_gate_compile, convert_frame))
     replace(convert_frame.ConvertFrame, "__call__", _reraise_refusal)
+    gate(
+        convert_frame,
+        "fullgraph_capture",
+        lambda mod, *args, **kwargs: f"Dynamo full-graph capture of {_name_of(mod)}",
+        REMEDY,
+    )
+
+
+def _name_of(fn: Any) -> str:
+    from .aot import name_of
+
+    return name_of(fn)
 
 
 def _gate_compile(convert_frame: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
