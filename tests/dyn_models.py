@@ -113,3 +113,13 @@ def raises(x):
     if x.shape[0] == 3:
         raise ValueError("three rows are not allowed")
     return x * 3
+
+
+def other_act(x):
+    return x * torch.tanh(x)
+
+
+def make_nested():
+    def nested(x):  # no closure, but not reachable by name from the module
+        return x + 1
+    return nested

@@ -96,3 +96,9 @@ def make(name: str, seed: int):
         torch._dynamo.decorators.mark_unbacked(x, 0)
         return step, m, (m, x)
     raise KeyError(name)
+
+
+def bmm_step(a, b):
+    """A batched matmul of two inputs: with max-autotune, Inductor's CPU GEMM template
+    competes with ATen and the choice is benchmarked."""
+    return torch.relu(torch.bmm(a, b))

@@ -134,3 +134,58 @@ def test_triton_kernel_frozen_and_found_without_ptxas(tmp_path: Path) -> None:
                    preload=True, env=env, cwd=serve_dir / "cwd").check()
     assert f"CUBIN {info['cubin']}" in r.stdout
     assert read_journal(journal) == [], "ptxas (or another compiler) ran while serving"
+
+
+AUTOTUNE_CAPTURE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, pc_models
+import torch._inductor.config as cfg
+from torch._inductor import select_algorithm as sa
+benchmarked = []
+original = sa.AlgorithmSelectorCache.__call__
+def spy(self, name, choices, *a, **k):
+    benchmarked.append((name, len(choices)))
+    return original(self, name, choices, *a, **k)
+sa.AlgorithmSelectorCache.__call__ = spy
+torch.manual_seed(0)
+a, b = torch.randn(4, 32, 64), torch.randn(4, 64, 48)
+with cfg.patch(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN"):
+    with tp.capture(pc_models.bmm_step, artifact_path="bmm.py", cache_path="bmm.cache",
+                    tracer=tp.MakeFxTracer(), backend="inductor") as cap:
+        cap(a, b)
+print("BENCHMARKED", benchmarked)
+"""
+
+AUTOTUNE_SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, pc_models
+torch_precompile_install = tp.install()   # the gates: a benchmark under lockdown would raise
+import torch._inductor.config as cfg
+a, b = torch.randn(4, 32, 64), torch.randn(4, 64, 48)
+with cfg.patch(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN"):
+    f = tp.load({code!r}, {cache!r})
+    y = f(a, b)
+torch.testing.assert_close(y, pc_models.bmm_step(a, b), atol=1e-4, rtol=1e-4)
+print("SERVED")
+"""
+
+
+@pytest.mark.slow
+def test_cpu_autotune_choice_is_captured_and_not_rerun(tmp_path: Path) -> None:
+    cap_dir = tmp_path / "capture"
+    cap_dir.mkdir()
+    r = run_python(AUTOTUNE_CAPTURE.format(tests=str(TESTS)), cwd=cap_dir).check()
+    assert "BENCHMARKED [('bmm', 2)]" in r.stdout, r.stdout   # real choices were benchmarked
+    source = (cap_dir / "bmm.py").read_text()
+    # The winner (the CPU GEMM template or ATen's bmm, whichever measured faster) is
+    # baked into the artifact: serving has nothing left to choose.
+    assert ("cpp_fused_bmm" in source) != ("extern_kernels.bmm" in source)
+    serve_dir = tmp_path / "serve"
+    serve_dir.mkdir()
+    env, journal = cold_host(serve_dir)
+    r = run_python(AUTOTUNE_SERVE.format(tests=str(TESTS), code=str(cap_dir / "bmm.py"), cache=str(cap_dir / "bmm.cache")),
+                   preload=True, env=env, cwd=serve_dir / "cwd").check()
+    assert "SERVED" in r.stdout and "AUTOTUNE" not in r.stderr
+    assert read_journal(journal) == []

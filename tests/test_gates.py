@@ -85,6 +85,9 @@ def f(x):
     return x.sin() + 1
 f = torch.compile(f, backend="eager")
 
+def recompile():
+    return f(torch.ones(3, dtype=torch.float64))  # a dtype no cache entry covers
+
 class Lin(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -226,7 +229,7 @@ def test_no_compilation_refuses_every_gate_and_exit_allows_again(tmp_path: Path)
 f(torch.ones(3))  # compiled before the lockdown
 with no_compilation():
     cached = attempt(lambda: f(torch.ones(3)))
-    locked = attempt_all({**REFUSED_CASES, "dynamo_recompile": lambda: f(torch.ones(3, dtype=torch.float64))})
+    locked = attempt_all({**REFUSED_CASES, "dynamo_recompile": recompile})
     # Process-wide: another thread is locked too.
     other = {}
     t = threading.Thread(target=lambda: other.update(attempt_all({"make_fx": REFUSED_CASES["make_fx"]})))
@@ -250,7 +253,7 @@ out = {}
 def serve():
     with serving():
         out["cached"] = attempt(lambda: f(torch.ones(3)))
-        out["locked"] = attempt_all({**REFUSED_CASES, "dynamo_recompile": lambda: f(torch.ones(3, dtype=torch.float64))})
+        out["locked"] = attempt_all({**REFUSED_CASES, "dynamo_recompile": recompile})
         refused_done.set()
         others_done.wait()  # stay inside serving() while the main thread compiles
     out["after"] = attempt_all({"make_fx": ALLOWED_CASES["make_fx"]})

@@ -5,18 +5,10 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use policy::env;
 
 use crate::state::Settings;
-
-static LOGGING: AtomicBool = AtomicBool::new(false);
-
-/// Whether `PRECOMPILE_LOG` installed a subscriber.
-pub fn logging_on() -> bool {
-    LOGGING.load(Ordering::Relaxed)
-}
 
 /// `PRECOMPILE_LOG=<filter>` (`debug`, `info`, `precompile=trace`, …): the
 /// shim's log lines go to stderr (see [`crate::log`]). Unset: nothing.
@@ -24,9 +16,7 @@ pub fn logging() {
     let Some(spec) = std::env::var_os(env::LOG) else {
         return;
     };
-    if crate::log::install(&spec.to_string_lossy()) {
-        LOGGING.store(true, Ordering::Relaxed);
-    }
+    crate::log::install(&spec.to_string_lossy());
 }
 
 /// In a Python process whose `<libdir>/boot` exists, prepends that directory
@@ -52,9 +42,7 @@ pub fn python_path(settings: &Settings) {
             env::PYTHONPATH,
             OsString::from(std::ffi::OsStr::from_bytes(&value)),
         );
-        if logging_on() {
-            tracing::debug!(boot = %boot.display(), "boot directory prepended to PYTHONPATH");
-        }
+        tracing::debug!(boot = %boot.display(), "boot directory prepended to PYTHONPATH");
     }
 }
 

@@ -374,6 +374,9 @@ extern "C" {
     fn precompile_c_execle(path: *const c_char, arg: *const c_char, ...) -> c_int;
 }
 
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("the execl* trampolines are written for x86_64 and aarch64 only");
+
 macro_rules! variadic_trampoline {
     ($(#[$doc:meta])* $name:ident => $target:ident) => {
         $(#[$doc])*

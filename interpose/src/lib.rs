@@ -45,9 +45,6 @@ fn load() {
     state::init();
     let settings = state::get();
     boot::python_path(settings);
-    if !boot::logging_on() {
-        return; // registering the log call site below costs even when off
-    }
     tracing::debug!(
         pid = std::process::id(),
         lock = ?policy::lockdown::current(),

@@ -135,14 +135,14 @@ impl Subscriber for StderrLog {
 }
 
 /// Installs the subscriber for `spec`; an unparsable filter is reported
-/// once and ignored. True when one was installed.
-pub fn install(spec: &str) -> bool {
+/// once and ignored. Without a subscriber tracing's level check is one
+/// atomic load (its global maximum level starts at OFF).
+pub fn install(spec: &str) {
     match Filter::parse(spec) {
-        Ok(filter) => tracing::subscriber::set_global_default(StderrLog { filter }).is_ok(),
-        Err(e) => {
-            eprintln!("precompile: ignoring {}={spec:?}: {e}", policy::env::LOG);
-            false
+        Ok(filter) => {
+            let _ = tracing::subscriber::set_global_default(StderrLog { filter });
         }
+        Err(e) => eprintln!("precompile: ignoring {}={spec:?}: {e}", policy::env::LOG),
     }
 }
 

@@ -165,3 +165,24 @@ both!(
     vfork_exec_runs_when_open,
     Via::Fork("vfork-exec")
 );
+
+/// The rlib crate type exists only so cargo builds the cdylib for these
+/// tests; its exported exec hooks must not end up in the test binaries.
+#[test]
+fn the_test_binary_does_not_carry_the_hooks() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("nm")
+        .arg(&exe)
+        .output()
+        .expect("nm (binutils)");
+    assert!(out.status.success());
+    let syms = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !syms.contains("precompile_lockdown_enter"),
+        "the shim was linked into {}",
+        exe.display()
+    );
+    assert!(!syms
+        .lines()
+        .any(|l| l.ends_with(" T execve") || l.ends_with(" T posix_spawn")));
+}

@@ -113,7 +113,9 @@ pub fn helpers() -> &'static Helpers {
     })
 }
 
-/// The real Python interpreter (not a pyenv shim script).
+/// The real Python interpreter: not a wrapper script (pyenv shims), and
+/// outside any virtual environment, so that an installed torch_precompile
+/// cannot change what the boot tests see.
 pub fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
@@ -121,7 +123,10 @@ pub fn python() -> &'static Path {
             return PathBuf::from(p);
         }
         let out = Command::new("python3")
-            .args(["-c", "import sys; print(sys.executable)"])
+            .args([
+                "-c",
+                "import sys; print(getattr(sys, '_base_executable', sys.executable))",
+            ])
             .env_remove("LD_PRELOAD")
             .output()
             .expect("python3 is needed for the Python tests (or set PRECOMPILE_TEST_PYTHON)");

@@ -13,29 +13,16 @@ re-exported and imported by name all over torch) cannot bypass it:
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
-from typing import Any
 
 from .on_import import when_imported
-from .patch import gate
+from .patch import gate, name_of
 
 
 def install() -> None:
     when_imported("torch.fx.experimental.proxy_tensor", _arm_make_fx)
     when_imported("torch.export._trace", _arm_export)
     when_imported("torch._functorch.aot_autograd", _arm_aot_autograd)
-
-
-def name_of(fn: Any) -> str:
-    """A user-recognisable name: the function and where it is, or the module class."""
-    code = getattr(fn, "__code__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if code is not None and qualname:
-        return f"'{qualname}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    if qualname:
-        return f"'{qualname}'"
-    return f"a {type(fn).__name__}"
 
 
 def _arm_make_fx(proxy_tensor: ModuleType) -> None:

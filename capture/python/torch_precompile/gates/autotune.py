@@ -22,9 +22,8 @@ import inspect
 from types import ModuleType
 from typing import Any
 
-from .aot import name_of
 from .on_import import when_imported
-from .patch import gate
+from .patch import gate, name_of
 
 
 def install() -> None:

@@ -27,9 +27,10 @@ import threading
 from types import CodeType, ModuleType
 from typing import Any, Callable
 
+from .. import _lockdown
 from .._errors import PrecompileError
 from .on_import import when_imported
-from .patch import gate, refuse, replace
+from .patch import gate, name_of, refuse, replace
 
 REMEDY = (
     "Capture this function ahead of time with torch.compiler.precompile.capture(), "
@@ -50,15 +51,9 @@ def _arm(convert_frame: ModuleType) -> None:
     gate(
         convert_frame,
         "fullgraph_capture",
-        lambda mod, *args, **kwargs: f"Dynamo full-graph capture of {_name_of(mod)}",
+        lambda mod, *args, **kwargs: f"Dynamo full-graph capture of {name_of(mod)}",
         REMEDY,
     )
-
-
-def _name_of(fn: Any) -> str:
-    from .aot import name_of
-
-    return name_of(fn)
 
 
 def _gate_compile(convert_frame: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -66,8 +61,6 @@ def _gate_compile(convert_frame: ModuleType, original: Callable[..., Any]) -> Ca
 
     @functools.wraps(original)
     def _compile(*args: Any, **kwargs: Any) -> Any:
-        from .. import _lockdown
-
         if _lockdown.current() is not None:
             try:
                 what = describe(convert_frame, signature.bind(*args, **kwargs).arguments)
@@ -100,7 +93,8 @@ def _reraise_refusal(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def where(code: CodeType) -> str:
-    return f"'{getattr(code, 'co_qualname', code.co_name)}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    name = getattr(code, "co_qualname", code.co_name)
+    return f"'{name}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 def describe(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 from typing import Any, Callable
 
@@ -94,6 +95,17 @@ def gate(owner: Any, name: str, describe: Callable[..., str], remedy: str | None
         return gated
 
     return replace(owner, name, make)
+
+
+def name_of(fn: Any) -> str:
+    """A user-recognisable name: the function and where it is, or the module class."""
+    code = getattr(fn, "__code__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if code is not None and qualname:
+        return f"'{qualname}' ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    if qualname:
+        return f"'{qualname}'"
+    return f"a {type(fn).__name__}"
 
 
 def _describe(describe: Callable[..., str], original: Callable[..., Any], args: tuple, kwargs: dict) -> str:

@@ -1,0 +1,174 @@
+"""DynamoTracer refusals: what fn may be, the require_* write gates (which write
+nothing partial and leave the capture open), and the summary's digest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import run_python
+from torch_precompile import PrecompileSummary
+
+TESTS = Path(__file__).resolve().parent
+
+GATES = r"""
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out = {out!r}
+def paths(name):
+    return dict(artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache")
+def refused(thunk):
+    try:
+        thunk()
+    except tp.PrecompileError as e:
+        return str(e)
+    raise AssertionError("not refused")
+
+# fn must be a module-level function of an importable module.
+def main_fn(x):   # this script is __main__
+    return x + 1
+def make_closure():
+    k = 2
+    def inner(x):
+        return x * k
+    return inner
+for what, fn in (("closure", make_closure()), ("__main__", main_fn), ("nested", dm.make_nested()),
+                 ("module", dm.MLP()), ("method", dm.MLP().forward)):
+    print("FN", what, "|", refused(lambda: tp.capture(fn, **paths("never"))))
+
+# require_complete: a capture call that raised is a coverage gap.
+with tp.capture(dm.raises, **paths("raised_ok"), backend="eager",
+                tracer=tp.DynamoTracer(require_complete=False)) as cap:
+    cap(torch.ones(2))
+    try:
+        cap(torch.ones(3))
+    except ValueError:
+        pass
+    print("ERRORS", cap.summary().capture_errors, "|", cap.summary())
+def gap():
+    with tp.capture(dm.raises, **paths("raised"), backend="eager") as cap:
+        cap(torch.ones(2))
+        try:
+            cap(torch.ones(3))
+        except ValueError:
+            pass
+print("COMPLETE |", refused(gap), "|", os.path.exists(f"{{out}}/raised.py"))
+
+# require_no_risky_drops: a Python function in a module attribute is a slot
+# configuration fills; its identity guard cannot be serialized.
+def risky():
+    with tp.capture(dm.step, **paths("risky"), backend="eager") as cap:
+        cap(dm.Activation(dm.my_act), torch.randn(2, 8))
+print("RISKY |", refused(risky), "|", os.path.exists(f"{{out}}/risky.py"))
+
+# A refused save() writes nothing and the capture stays open; the last good
+# checkpoint is left as it was.
+def checkpoint():
+    global before
+    with tp.capture(dm.step, **paths("checkpoint"), backend="eager",
+                    tracer=tp.DynamoTracer(dynamic=False)) as cap:
+        cap(dm.Activation(torch.tanh), torch.randn(2, 8))
+        cap.save()
+        before = open(f"{{out}}/checkpoint.py", "rb").read()
+        cap(dm.Activation(dm.my_act), torch.randn(3, 8))
+        print("SAVE |", refused(cap.save))
+        assert open(f"{{out}}/checkpoint.py", "rb").read() == before
+        cap(dm.Activation(dm.other_act), torch.randn(4, 8))   # still open
+        print("RISKY_SLOTS", cap.summary().risky_dropped_guards)
+exit_error = refused(checkpoint)   # the gate refuses at exit too
+print("EXIT |", exit_error)
+assert open(f"{{out}}/checkpoint.py", "rb").read() == before
+f = tp.load(f"{{out}}/checkpoint.py", f"{{out}}/checkpoint.cache")
+m = dm.Activation(torch.tanh)
+x = torch.randn(2, 8)
+torch.testing.assert_close(f(m, x), m(x))
+
+# Lifecycle: a block with no call, save() outside the block, a spent capture.
+def no_call():
+    with tp.capture(dm.add_one, **paths("nocall"), backend="eager"):
+        pass
+print("NOCALL |", refused(no_call))
+cap = tp.capture(dm.add_one, **paths("life"), backend="eager")
+print("OUTSIDE |", refused(cap.save), "|", refused(lambda: cap(torch.ones(1))))
+with cap:
+    cap(torch.ones(1))
+print("SPENT |", refused(lambda: cap(torch.ones(1))), "|", refused(cap.__enter__))
+"""
+
+
+def test_fn_refusals_and_write_gates(tmp_path) -> None:
+    r = run_python(GATES.format(tests=str(TESTS), out=str(tmp_path))).check()
+    lines = {}
+    for line in r.stdout.splitlines():
+        if " | " in line or line.startswith(("FN", "ERRORS", "RISKY_SLOTS")):
+            key = line.split()[0] if not line.startswith("FN") else "FN " + line.split()[1]
+            lines[key] = line
+    assert "closure over ['k']" in lines["FN closure"] and "module-level function" in lines["FN closure"]
+    assert "__main__" in lines["FN __main__"] and "cannot import" in lines["FN __main__"]
+    assert "inside another function" in lines["FN nested"]
+    assert "wrapper frame" in lines["FN module"]
+    assert "bound method" in lines["FN method"]
+    assert "('ValueError: three rows are not allowed',)" in lines["ERRORS"]
+    assert "1 CAPTURE ERROR: 'ValueError: three rows are not allowed'" in lines["ERRORS"]
+    complete = lines["COMPLETE"]
+    assert "coverage gap" in complete and "ValueError: three rows" in complete
+    assert "require_complete=False" in complete and complete.endswith("| False")
+    risky = lines["RISKY"]
+    assert "CLOSURE_MATCH model.act" in risky and "require_no_risky_drops=False" in risky
+    assert risky.endswith("| False")
+    assert "CLOSURE_MATCH model.act" in lines["SAVE"]
+    assert "('CLOSURE_MATCH', 'model.act')" in lines["RISKY_SLOTS"]
+    assert "CLOSURE_MATCH model.act" in lines["EXIT"]
+    assert "nothing was captured" in lines["NOCALL"]
+    assert "inside the capture's `with` block" in lines["OUTSIDE"]
+    assert "inside its `with` block" in lines["OUTSIDE"]
+    assert "single-use" in lines["SPENT"]
+
+
+def test_importing_the_dynamo_package_does_not_import_torch() -> None:
+    r = run_python("import sys, torch_precompile._dynamo; print('torch' in sys.modules)").check()
+    assert r.stdout.strip() == "False"
+
+
+def test_digest_of_a_clean_summary() -> None:
+    s = PrecompileSummary(frames=3, resume_functions=1, guarded_codes=4, backend_graphs=1,
+                          kept_guards=(("TENSOR_MATCH", "x"),))
+    assert str(s) == "3 frames (1 from graph breaks), 4 guarded codes, 1 backend graph"
+    assert s.complete
+    assert s.kept_guard_types == {"TENSOR_MATCH": 1} and s.dropped_guard_types == {}
+
+
+def test_digest_of_a_summary_with_every_clause() -> None:
+    s = PrecompileSummary(
+        frames=9, resume_functions=2, guarded_codes=1, backend_graphs=2,
+        bypassed=("forward",),
+        truncated=("step (/m.py:3)",),
+        uncovered_frames=("a", "b", "c", "d", "e", "f", "g"),
+        wont_generalize=("n",),
+        dropped_guards=(("ID_MATCH", "self.act"), ("ID_MATCH", "self.norm"), ("MODULE_MATCH", "G['torch']")),
+        kept_guards=(("CONSTANT_MATCH", "n"), ("ID_MATCH", "self.act")),
+        risky_dropped_guards=(("ID_MATCH", "self.act"),),
+        policy_dropped_guards=(("TYPE_MATCH", "x"),),
+        dropped_guard_code=(("ID_MATCH", "self.act", "___check_obj_id(L['self'].act, <id>)"),),
+        capture_errors=("RuntimeError: boom\nmore", "ValueError: x"),
+    )
+    assert str(s) == (
+        "9 frames (2 from graph breaks), 1 guarded code, 2 backend graphs, "
+        "dropped guards {'ID_MATCH': 2, 'MODULE_MATCH': 1} (2 kept), "
+        "RISKY drops ['ID_MATCH self.act'], 1 policy-dropped guard, 1 value-pinned source, "
+        "7 UNCOVERED: ['a', 'b', 'c', 'd', 'e'] +2 more, >=1 TRUNCATED: ['step (/m.py:3)'], "
+        "1 BYPASSED: ['forward'], 2 CAPTURE ERRORS: 'RuntimeError: boom' +1 more"
+    )
+    assert not s.complete
+    assert s.dropped_guard_types == {"ID_MATCH": 2, "MODULE_MATCH": 1}
+
+
+def test_complete_needs_graphs_and_no_gap() -> None:
+    assert not PrecompileSummary(frames=1, resume_functions=0, guarded_codes=1, backend_graphs=0).complete
+    assert not PrecompileSummary(frames=1, resume_functions=0, guarded_codes=1, backend_graphs=1,
+                                 truncated=("f (a.py:1)",)).complete
+    assert not PrecompileSummary(frames=1, resume_functions=0, guarded_codes=1, backend_graphs=1,
+                                 capture_errors=("E: x",)).complete
+    assert PrecompileSummary(frames=1, resume_functions=0, guarded_codes=1, backend_graphs=1,
+                             risky_dropped_guards=(("ID_MATCH", "a"),), wont_generalize=("n",)).complete
