@@ -1,17 +1,11 @@
 """torch.compiler.precompile on stock torch: ahead-of-time capture, compile-free
 serving, and a lockdown that holds across threads and child processes.
 
-Importing this package never imports torch (the boot path and ``TORCH_LOGS``
-walking rely on that); torch is imported when a capture or load runs, or by
-:func:`install`.
+Importing this package imports nothing heavy: the public names load on first use
+(module ``__getattr__``), because the shim boots the package in every Python
+process and a script that never captures must not pay for it. torch itself is
+imported only when a capture or load runs, or by :func:`install`.
 """
-
-from ._api import Capture, PrecompiledRunnable, capture, load
-from ._errors import PrecompileError
-from ._install import install
-from ._lockdown import no_compilation, serving
-from ._summary import PrecompileSummary
-from ._tracers import DynamoTracer, MakeFxTracer
 
 __version__ = "0.1.0"
 
@@ -28,3 +22,33 @@ __all__ = [
     "MakeFxTracer",
     "PrecompileError",
 ]
+
+# public name -> the private module that defines it
+_HOMES = {
+    "capture": "_api",
+    "load": "_api",
+    "Capture": "_api",
+    "PrecompiledRunnable": "_api",
+    "no_compilation": "_lockdown",
+    "serving": "_lockdown",
+    "install": "_install",
+    "PrecompileSummary": "_summary",
+    "DynamoTracer": "_tracers",
+    "MakeFxTracer": "_tracers",
+    "PrecompileError": "_errors",
+}
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'torch_precompile' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"torch_precompile.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

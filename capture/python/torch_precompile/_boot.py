@@ -1,56 +1,56 @@
 """Interpreter-start boot, run from the shim's ``sitecustomize``.
 
-Imports no torch: it only arranges that :func:`_install.on_torch_imported` runs
-the moment torch finishes importing, so scripts that never import torch pay for
-nothing but this module.
+Imports no torch and almost nothing else: it only arranges that
+:func:`_install.on_torch_imported` runs the moment torch finishes importing, so a
+script that never imports torch pays for this module alone. Booting happens under
+the shim, which gates compiler executions natively; the Python-level subprocess
+gates are for processes without it (``install()``).
 """
 
-from __future__ import annotations
-
-import importlib.abc
-import importlib.util
 import sys
-from types import ModuleType
 
 _booted = False
 
 
-class _AfterTorchImport(importlib.abc.MetaPathFinder):
-    """One-shot finder: wraps torch's loader so install runs after torch/__init__."""
+class _AfterTorchImport:
+    """One-shot meta-path finder: wraps torch's loader so install runs right after
+    torch/__init__ has executed (and before the importer sees the module)."""
 
-    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, name, path, target=None):
         if name != "torch":
             return None
         try:
             sys.meta_path.remove(self)
         except ValueError:
             pass
+        import importlib.util
+
         spec = importlib.util.find_spec("torch")
         if spec is None or spec.loader is None:
             return spec
         real_exec = spec.loader.exec_module
 
-        def exec_module(module: ModuleType) -> None:
+        def exec_module(module):
             real_exec(module)
             from ._install import on_torch_imported
 
             on_torch_imported(module)
 
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_module
         return spec
 
 
-def boot() -> None:
+def boot():
     global _booted
     if _booted:
         return
     _booted = True
-    from . import gates
-
-    gates.install_process_gates()
     if "torch" in sys.modules:
         from ._install import on_torch_imported
 
         on_torch_imported(sys.modules["torch"])
     else:
         sys.meta_path.insert(0, _AfterTorchImport())
+    from . import _envmodes
+
+    _envmodes.arm()

@@ -18,7 +18,12 @@ _lock = threading.Lock()
 
 def install() -> None:
     """Point torch.compiler.precompile and torch.compiler.PrecompileError at this
-    package and arm the lockdown gates. Imports torch; idempotent."""
+    package and arm the lockdown gates. Imports torch; idempotent. Without the shim
+    it also gates compiler subprocesses started from Python."""
+    from . import _lockdown, gates
+
+    if not _lockdown.shim_loaded():
+        gates.install_process_gates()
     import torch
 
     on_torch_imported(torch)

@@ -115,6 +115,18 @@ def metadata(session: Any, records: list[dict[str, Any]], summary: PrecompileSum
     return meta
 
 
+def readable_graphs(payloads: dict[str, Any]) -> str:
+    """The eager backend's graphs as commented source, for review only: what runs
+    is the pickled GraphModule under the same backend id in _BACKENDS."""
+    out = []
+    for backend_id, (kind, payload) in sorted(payloads.items()):
+        if kind != "fx":
+            continue
+        out.append(f"# --- {backend_id}\n")
+        out.extend(f"#   {line}\n" if line.strip() else "#\n" for line in payload.code.strip("\n").splitlines())
+    return "".join(out)
+
+
 def kernel_bundle() -> bytes | None:
     """The kernel-cache artifacts recorded since the capture opened its fresh
     CacheArtifactManager scope (cumulative across saves)."""
@@ -145,11 +157,15 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
     program = "".join(f"{name} = {_blob(value, what)}\n" for name, value, what in sections)
+    graphs = readable_graphs(payloads)
+    if graphs:
+        graphs = (_SEP + "# Compiled graphs, readable (fx code of each eager-backend graph; not executed)\n"
+                  + _SEP + graphs + "\n")
     code = (
         _HEADER.format(backend=session.backend, mode_note=_MODE_NOTES[mode])
         + "\n" + _SEP + "# Metadata (literals: load() reads them without executing this file)\n" + _SEP
         + _artifact.literal_block(meta)
-        + "\n" + _SEP
+        + "\n" + graphs + _SEP
         + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form --\n"
         + "# the entry's defaults, the frames (code objects, serialized guard trees,\n"
         + "# transformed bytecode) and the compiled graphs ("

@@ -1,0 +1,81 @@
+"""DynamoTracer with the inductor backend: the compiled subgraphs travel inside
+python_code (AOTAutograd + Inductor bundles), so a fresh process serves them,
+backward included, without a Dynamo or Inductor compile (under no_compilation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_python
+
+TESTS = Path(__file__).resolve().parent
+
+pytestmark = pytest.mark.slow
+
+CAPTURE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out = {out!r}
+torch.manual_seed(0)
+m = dm.MLP()
+for name, fn, calls in (
+    ("print_break", dm.print_break, [(m, torch.randn(2, 8)), (m, torch.randn(3, 8))]),
+    ("train", dm.train_step, [(dm.MLP(), torch.randn(4, 8), torch.randn(4, 4))]),
+    ("parent", dm.step, [(dm.Parent(), torch.randn(2, 8))]),
+):
+    with tp.capture(fn, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",
+                    backend="inductor") as cap:
+        for args in calls:
+            cap(*args)
+        print("SUMMARY", name, cap.summary())
+"""
+
+SERVE = r"""
+import copy, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+from torch._dynamo.utils import counters
+out = {out!r}
+def same(got, want):
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+f = tp.load(f"{{out}}/print_break.py", f"{{out}}/print_break.cache")
+g = tp.load(f"{{out}}/train.py", f"{{out}}/train.cache")
+h = tp.load(f"{{out}}/parent.py", f"{{out}}/parent.cache")
+assert (f.installed, g.installed, h.installed) == (False, False, True)
+m, p = dm.MLP(), dm.Parent()
+with tp.no_compilation():     # any Dynamo/Inductor compile here would raise
+    for n in (2, 3, 6):
+        x = torch.randn(n, 8)
+        same(f(m, x), dm.print_break(m, x))
+    tm = dm.MLP(); ref = copy.deepcopy(tm)
+    for _ in range(2):
+        x, t = torch.randn(4, 8), torch.randn(4, 4)
+        same(g(tm, x, t), dm.train_step(ref, x, t))
+        for a, b in zip(tm.parameters(), ref.parameters()):
+            same(a.grad, b.grad)
+    x = torch.randn(2, 8)
+    same(h(p, x), dm.step(p, x))
+assert counters["stats"]["unique_graphs"] == 0
+print("served")
+"""
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("dynamo_inductor")
+    r = run_python(CAPTURE.format(tests=str(TESTS), out=str(out))).check()
+    return out, r.stdout
+
+
+def test_inductor_artifacts_serve_in_a_fresh_process_without_compiling(captured) -> None:
+    out, stdout = captured
+    assert "SUMMARY print_break 2 frames (1 from graph breaks)" in stdout
+    assert "BACKEND = 'inductor'" in (out / "print_break.py").read_text()
+    assert "SERVING_MODE = 'installed'" in (out / "parent.py").read_text()
+    r = run_python(SERVE.format(tests=str(TESTS), out=str(out))).check()
+    assert "served" in r.stdout
