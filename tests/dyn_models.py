@@ -123,3 +123,9 @@ def make_nested():
     def nested(x):  # no closure, but not reachable by name from the module
         return x + 1
     return nested
+
+
+def tagged_tail(model, x):
+    y = model(x)
+    print("tail")
+    return y, model.tag.__name__  # graphless after the break; model.tag is a config slot

@@ -79,6 +79,13 @@ with tp.capture(dm.with_int, artifact_path=f"{out}/limited.py", cache_path=f"{ou
         assert torch.equal(cap(torch.ones(3), n), torch.ones(3) * n + n)
     summary_json("limited", cap)
 
+tagged = dm.MLP()
+tagged.tag = dm.my_act
+with tp.capture(dm.tagged_tail, artifact_path=f"{out}/tagged.py", cache_path=f"{out}/tagged.cache",
+                backend="eager") as cap:
+    assert cap(tagged, torch.randn(2, 8))[1] == "my_act"
+    summary_json("tagged", cap)
+
 def drop_n(entries):
     return [not (e.name == "n" and e.guard_type in ("CONSTANT_MATCH", "EQUALS_MATCH"))
             for e in entries]
@@ -148,9 +155,25 @@ for n in (2, 3, 7):          # 7 rows: the second variant is dynamic in the batc
 minted = [k for k in vars(dm) if k.startswith(("__resume_at_", "__compiled_fn_"))]
 assert any(k.startswith("__resume_at_") for k in minted), minted
 assert any(k.startswith("__compiled_fn_") for k in minted), minted
+with f:
+    pass                     # standalone: entering and unloading are no-ops
+f.unload()
+# The compiled graphs travel in python_code: an unreadable cache only warns, and
+# python_code serves on its own when exec'd.
+import warnings
+open(f"{out}/garbage.cache", "wb").write(b"not a cache")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    g = tp.load(f"{out}/print_break.py", f"{out}/garbage.cache")
+assert any("ignoring" in str(w.message) for w in caught), [str(w.message) for w in caught]
+ns = {}
+exec(compile(open(f"{out}/print_break.py").read(), "print_break.py", "exec"), ns)
+x = torch.randn(4, 8)
+same(g(m, x), dm.print_break(m, x))
+same(ns["forward"](m, x), dm.print_break(m, x))
 print("served")
 """)
-    assert stdout.count("between graphs") == 6  # the print runs between the graphs
+    assert stdout.count("between graphs") == 10  # the print runs between the graphs
     assert "served" in stdout
 
 
@@ -267,6 +290,29 @@ f = load("filtered")
 print("SERVED", f(torch.ones(3), 7).tolist())
 """)
     assert "SERVED [4.0, 4.0, 4.0]" in stdout  # n=7 is not checked: the n=2 graph serves
+
+
+def test_a_graphless_frame_that_lost_a_guard_is_served_as_plain_python(captured) -> None:
+    out, s = captured
+    t = s["tagged"]
+    # The continuation reads model.tag (an identity guard the filter drops, on a
+    # configuration slot) and compiles nothing: it runs as plain Python, so its
+    # guards are neither checked nor reported, and nothing risky is refused.
+    assert t["frames"] == 2 and t["backend_graphs"] == 1 and t["complete"]
+    assert not any("tag" in src for _, src in t["dropped_guards"] + t["kept_guards"])
+    assert t["risky_dropped_guards"] == []
+    text = (out / "tagged.py").read_text()
+    assert "('torch_dynamo_resume_in_tagged_tail_at_" in text and "'plain', 0)" in text
+    stdout = serve(out, """
+f = load("tagged")
+m = dm.MLP(); m.tag = dm.other_act
+x = torch.randn(2, 8)
+y, name = f(m, x)
+same(y, m(x))
+assert name == "other_act", name   # a variant would have served the captured "my_act"
+print("served")
+""")
+    assert "served" in stdout
 
 
 def test_summary_relations_hold_for_a_real_capture(captured) -> None:

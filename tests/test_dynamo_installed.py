@@ -108,11 +108,21 @@ for stance, kw in (("default", {}), ("fail_on_recompile", {}), ("eager_then_comp
             assert "does not compile" in str(e), e
     torch.compiler.set_stance("default")
 assert graphs() == 0, graphs()
-for stance in ("force_eager", "eager_on_recompile"):
+# Count calls into the installed graphs (bound in the module under their ids).
+calls = []
+for name, fn in list(vars(dm).items()):
+    if name.startswith("__compiled_fn_"):
+        setattr(dm, name, torch._dynamo.disable(lambda *a, _fn=fn, _n=name: calls.append(_n) or _fn(*a)))
+x = torch.randn(2, 8)
+same(f(p, x), dm.step(p, x))
+assert len(calls) == 4, calls                      # step, both forwards, a continuation
+for stance, served in (("force_eager", 0), ("eager_on_recompile", 4)):
+    calls.clear()
     with torch.compiler.set_stance(stance):
-        x = torch.randn(2, 8)
-        same(f(p, x), dm.step(p, x))       # captured variant (eager_on_recompile serves it)
+        same(f(p, x), dm.step(p, x))       # a captured shape
+        assert len(calls) == served, (stance, calls)
         same(f(p, miss), dm.step(p, miss))  # a miss runs eagerly
+        assert len(calls) == served, (stance, calls)
 assert graphs() == 0, graphs()
 print("served")
 """)
@@ -193,3 +203,31 @@ same(f(m, x), dm.print_break(m, x))
 print("refused")
 """, env={"TORCHDYNAMO_DISABLE": "1"})
     assert "refused" in stdout
+
+
+def test_installed_artifact_refuses_a_captured_source_changed_since_capture(tmp_path) -> None:
+    src = (TESTS / "dyn_models.py").read_text()
+    (tmp_path / "edited_models.py").write_text(src)
+    run_python(f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import torch, torch_precompile as tp
+import edited_models as em
+with tp.capture(em.step, artifact_path={str(tmp_path / 'a.py')!r},
+                cache_path={str(tmp_path / 'a.cache')!r}, backend="eager") as cap:
+    cap(em.Parent(), torch.randn(2, 8))
+""").check()
+    edited = src.replace("        return h * 2\n", "        return h * 3\n")
+    assert edited != src
+    (tmp_path / "edited_models.py").write_text(edited)
+    r = run_python(f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import torch, torch_precompile as tp
+try:
+    tp.load({str(tmp_path / 'a.py')!r}, {str(tmp_path / 'a.cache')!r})
+    print("LOADED")
+except tp.PrecompileError as e:
+    print("REFUSED", e)
+""").check()
+    assert "REFUSED" in r.stdout and "cannot install" in r.stdout and "changed" in r.stdout, r.stdout

@@ -1,17 +1,246 @@
-"""Zero-code-change modes (PRECOMPILE_CAPTURE / PRECOMPILE_SERVE), armed at boot.
+"""Zero-code-change capture and serving, driven by environment variables.
 
-Not implemented yet: when either variable is set, say so on stderr once rather
-than silently ignoring it.
+``PRECOMPILE_CAPTURE=pkg.mod:fn`` (with ``PRECOMPILE_ARTIFACT``, ``PRECOMPILE_CACHE``
+and optionally ``PRECOMPILE_TRACER=dynamo|make_fx``, ``PRECOMPILE_BACKEND=inductor|eager``)
+wraps ``fn`` in one capture when ``pkg.mod`` is imported; every call goes through
+it, the pair is checkpointed with ``save()`` after each call that captured
+something, and written at interpreter exit. Capture mode never breaks the job: if
+capturing fails, the call runs as it would have and capture stops.
+
+``PRECOMPILE_SERVE=pkg.mod:fn=M.py,M.cache[;...]`` replaces ``fn`` with the loaded
+artifact when ``pkg.mod`` is imported. Serve mode fails loudly: an unloadable pair
+makes every call raise PrecompileError saying why.
+
+The wrap happens right after the module body runs and before any importer sees the
+module, so ``from pkg.mod import fn`` binds the wrapper too. ``fn`` may be a dotted
+attribute path (``Class.method`` wraps the function stored on the class). Bad
+configuration is one line on stderr naming the variable.
 """
 
+from __future__ import annotations
+
+import atexit
 import os
 import sys
+from typing import Any, Callable
+
+from . import _settings
+
+_PREFIX = "torch_precompile"
 
 
-def arm():
-    for name in ("PRECOMPILE_CAPTURE", "PRECOMPILE_SERVE"):
-        if os.environ.get(name):
-            sys.stderr.write(
-                f"torch_precompile: {name} is set but environment-driven capture/serve "
-                "is not implemented in this version; it is ignored\n"
-            )
+def _say(message: str) -> None:
+    sys.stderr.write(f"{_PREFIX}: {message}\n")
+    sys.stderr.flush()
+
+
+def parse_target(var: str, spec: str) -> tuple[str, list[str]]:
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr or any(not p.isidentifier() for p in attr.split(".")) \
+            or any(not p.isidentifier() for p in module.split(".")):
+        raise ValueError(f"{var}={spec!r}: expected 'pkg.module:function' (or 'pkg.module:Class.method')")
+    return module, attr.split(".")
+
+
+def _resolve(module: Any, path: list[str]) -> tuple[Any, str, Any]:
+    owner = module
+    for part in path[:-1]:
+        owner = getattr(owner, part)
+    name = path[-1]
+    return owner, name, getattr(owner, name)
+
+
+def arm() -> None:
+    capture_spec = _settings.get(_settings.CAPTURE)
+    serve_spec = _settings.get(_settings.SERVE)
+    if capture_spec:
+        _arm_capture(capture_spec)
+    if serve_spec:
+        _arm_serve(serve_spec)
+
+
+# --------------------------------------------------------------------------- capture
+
+
+class _EnvCapture:
+    """One capture kept open for the process's lifetime, written at exit."""
+
+    def __init__(self, spec: str, module_name: str, path: list[str]) -> None:
+        self.spec = spec
+        self.module_name = module_name
+        self.path = path
+        self.artifact = _settings.get(_settings.ARTIFACT)
+        self.cache = _settings.get(_settings.CACHE)
+        self.tracer_name = _settings.get(_settings.TRACER) or "dynamo"
+        self.backend = _settings.get(_settings.BACKEND) or "inductor"
+        self.cap: Any = None
+        self.calls = 0
+        self.captured = 0
+        self.failed: str | None = None
+        self.imported = False
+
+    def check_config(self) -> str | None:
+        if not self.artifact or not self.cache:
+            return (f"PRECOMPILE_CAPTURE={self.spec!r} needs PRECOMPILE_ARTIFACT and "
+                    "PRECOMPILE_CACHE (the two output paths); nothing will be captured")
+        if self.tracer_name not in ("dynamo", "make_fx"):
+            return f"PRECOMPILE_TRACER={self.tracer_name!r}: use 'dynamo' or 'make_fx'; nothing will be captured"
+        if self.backend not in ("inductor", "eager"):
+            return f"PRECOMPILE_BACKEND={self.backend!r}: use 'inductor' or 'eager'; nothing will be captured"
+        return None
+
+    def wrap(self, module: Any) -> None:
+        self.imported = True
+        try:
+            owner, name, fn = _resolve(module, self.path)
+        except AttributeError:
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {self.module_name} has no attribute "
+                 f"{'.'.join(self.path)}; nothing will be captured")
+            return
+        if not callable(fn):
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} is not callable")
+            return
+        import functools
+
+        env_capture = self
+
+        @functools.wraps(fn)
+        def captured(*args: Any, **kwargs: Any) -> Any:
+            return env_capture.call(fn, args, kwargs)
+
+        captured.__precompile_env_capture__ = True  # type: ignore[attr-defined]
+        setattr(owner, name, captured)
+
+    def _open(self, fn: Callable[..., Any]) -> None:
+        import torch_precompile as tp
+
+        tracer = tp.MakeFxTracer() if self.tracer_name == "make_fx" else tp.DynamoTracer()
+        self.cap = tp.capture(fn, artifact_path=self.artifact, cache_path=self.cache,
+                              tracer=tracer, backend=self.backend)
+        self.cap.__enter__()
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.calls += 1
+        if self.failed is not None or (self.tracer_name == "make_fx" and self.captured >= 1):
+            return fn(*args, **kwargs)
+        try:
+            if self.cap is None:
+                self._open(fn)
+            result = self.cap(*args, **kwargs)
+        except Exception as e:  # capture must never break the job
+            self.failed = f"{type(e).__name__}: {e}"
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: capture failed on call {self.calls} "
+                 f"({self.failed.splitlines()[0]}); the call runs uncaptured and capture stops")
+            self._abandon()
+            return fn(*args, **kwargs)
+        self.captured += 1
+        try:
+            self.cap.save()  # checkpoint: a job killed later still leaves a loadable pair
+        except Exception as e:
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: checkpoint after call {self.calls} not "
+                 f"written ({str(e).splitlines()[0]})")
+        return result
+
+    def _abandon(self) -> None:
+        if self.cap is not None:
+            try:
+                self.cap.__exit__(RuntimeError, RuntimeError("abandoned"), None)
+            except Exception:
+                pass
+        self.cap = None
+
+    def finish(self) -> None:
+        if not self.imported:
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: module {self.module_name} was never "
+                 "imported, so nothing was captured (a script run as __main__ is not "
+                 f"'{self.module_name}': put fn in an importable module)")
+            return
+        if self.cap is None:
+            if self.failed is None:
+                _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} was never "
+                     "called, so nothing was captured")
+            return
+        try:
+            summary = self.cap.summary()
+            self.cap.__exit__(None, None, None)
+        except Exception as e:
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: writing {self.artifact} failed: "
+                 f"{str(e).splitlines()[0]}; the last checkpoint (if any) is kept")
+            return
+        _say(f"captured {'.'.join(self.path)} from {self.captured} of {self.calls} call(s) "
+             f"into {self.artifact} + {self.cache}: {summary}")
+
+
+def _arm_capture(spec: str) -> None:
+    try:
+        module_name, path = parse_target("PRECOMPILE_CAPTURE", spec)
+    except ValueError as e:
+        _say(str(e))
+        return
+    env_capture = _EnvCapture(spec, module_name, path)
+    problem = env_capture.check_config()
+    if problem:
+        _say(problem)
+        return
+    from .gates.on_import import when_imported
+
+    when_imported(module_name, env_capture.wrap)
+    atexit.register(env_capture.finish)
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def parse_serve(spec: str) -> list[tuple[str, list[str], str, str]]:
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(";"))):
+        target, sep, files = item.partition("=")
+        parts = [p.strip() for p in files.split(",")]
+        if not sep or len(parts) != 2 or not all(parts):
+            raise ValueError(f"PRECOMPILE_SERVE item {item!r}: expected 'pkg.module:function=M.py,M.cache'")
+        module_name, path = parse_target("PRECOMPILE_SERVE", target)
+        out.append((module_name, path, parts[0], parts[1]))
+    if not out:
+        raise ValueError(f"PRECOMPILE_SERVE={spec!r}: no 'pkg.module:function=M.py,M.cache' item")
+    return out
+
+
+def _arm_serve(spec: str) -> None:
+    try:
+        items = parse_serve(spec)
+    except ValueError as e:
+        _say(str(e))
+        # Fail loudly at the point of use: nothing is served, and that must show.
+        return
+    from .gates.on_import import when_imported
+
+    for module_name, path, code, cache in items:
+        when_imported(module_name, lambda m, p=path, c=code, k=cache, n=module_name: _serve(m, n, p, c, k))
+
+
+def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str) -> None:
+    import functools
+
+    try:
+        owner, name, fn = _resolve(module, path)
+    except AttributeError:
+        _say(f"PRECOMPILE_SERVE: {module_name} has no attribute {'.'.join(path)}; not served")
+        return
+    try:
+        import torch_precompile as tp
+
+        runnable = tp.load(code, cache)
+    except Exception as e:
+        message = (f"PRECOMPILE_SERVE: {module_name}:{'.'.join(path)} could not be loaded from "
+                   f"{code} + {cache}: {str(e).splitlines()[0]}")
+        _say(message)
+
+        @functools.wraps(fn)
+        def unloadable(*args: Any, **kwargs: Any) -> Any:
+            from ._errors import PrecompileError
+
+            raise PrecompileError(message)
+
+        setattr(owner, name, unloadable)
+        return
+    setattr(owner, name, runnable)

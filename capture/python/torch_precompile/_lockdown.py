@@ -201,8 +201,8 @@ def no_compilation() -> Iterator[None]:
 def serving() -> Iterator[None]:
     """Forbid compilation on the current thread only (the thread-local
     counterpart of no_compilation()). Nested uses are depth-counted. Child
-    processes started from this thread are not affected unless the shim is
-    loaded, which locks the children this thread starts."""
+    processes this thread starts are locked down too: the shim (or, without it,
+    the Python subprocess gate) hands them TORCH_PRECOMPILE_NO_COMPILATION=1."""
     s = state()
     s.serving_enter()
     try:

@@ -77,16 +77,21 @@ class DynamoCapture(Capture):
         self._state = "new"  # new -> open -> spent
         self._session: Any = None
         self._scopes = contextlib.ExitStack()
+        self._block: Any = None
 
     def _kernel_cache_scope(self) -> contextlib.AbstractContextManager[Any]:
-        """Hook point: the Inductor/Triton cache-directory redirection of the block
-        (entered on __enter__, exited on __exit__). Owned by another issue."""
-        return contextlib.nullcontext()
+        """The block's kernel scope: fresh Inductor/Triton cache directories, the
+        compiler journal armed, C++ kernel libraries recorded (see _kernels)."""
+        from .._kernels.block import KernelBlock
+
+        self._block = KernelBlock()
+        return self._block
 
     def _kernel_entries(self) -> tuple[list[tuple[str, str, bytes]], dict[str, Any]]:
-        """Hook point: the frozen kernels each write adds to the cache, as
-        (entries, envelope meta). Owned by the same issue as _kernel_cache_scope."""
-        return [], {}
+        """The frozen kernels each write adds to the cache, with the envelope meta."""
+        from .._kernels.freeze import freeze
+
+        return freeze(self._block)
 
     def __enter__(self) -> DynamoCapture:
         if self._state == "spent":
@@ -108,10 +113,14 @@ class DynamoCapture(Capture):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._state = "spent"
-        with self._scopes:
-            if exc_type is None:
-                self._write()
-        # A block that raised writes nothing it had not saved.
+        try:
+            with self._scopes:
+                if exc_type is None:
+                    self._write()
+            # A block that raised writes nothing it had not saved.
+        finally:
+            if self._block is not None:
+                self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._state != "open":

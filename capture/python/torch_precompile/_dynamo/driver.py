@@ -128,8 +128,6 @@ def _pc_standalone():
     # artifact (the live compile that captured it, another artifact, a user
     # binding) would be repointed under the frame that LOAD_GLOBALs it.
     for frame in frames:
-        if frame["kind"] == "uncovered" or frame["kind"] == "bypassed":
-            continue
         module = vars(_pc_import(frame["module"]))
         for name in frame["resume_names"]:
             held = module.get(name)
@@ -236,14 +234,10 @@ def _pc_standalone():
         if frame["entry"]:
             entry = d
             continue
-        try:
-            d.__precompile_artifact__ = tag
-        except AttributeError:  # a bound builtin cannot carry it; plain frames are functions
-            pass
-        scope = scopes.get(frame["module"])
-        if scope is not None:
-            for name in frame["resume_names"]:
-                _pc_seed(scope, name, d)
+        d.__precompile_artifact__ = tag
+        scope = vars(_pc_import(frame["module"]))
+        for name in frame["resume_names"]:
+            _pc_seed(scope, name, d)
     return entry
 
 

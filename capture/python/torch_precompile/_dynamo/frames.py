@@ -15,7 +15,7 @@ from .._errors import PrecompileError
 
 # Frame kinds, as the driver and the summary read them.
 COMPILED = "compiled"    # at least one guarded variant
-PLAIN = "plain"          # never compiled (Dynamo skipped it): served as plain Python
+PLAIN = "plain"          # never compiled, or compiled nothing and lost a guard: run as is
 BYPASSED = "bypassed"    # compiled, but nothing of it could be packaged
 UNCOVERED = "uncovered"  # entered Dynamo and ended with no guarded code
 
@@ -49,13 +49,36 @@ def backend_payloads(session: Any) -> tuple[dict[str, Any], set[str]]:
     return payloads, missing
 
 
-def frame_records(entry: Any, missing: set[str]) -> list[dict[str, Any]]:
-    """One record per code the package holds, entry first."""
+def _graphless(code: Any) -> bool:
+    """No variant calls a compiled graph or a continuation: running the frame's
+    original bytecode gives up nothing compiled."""
+    from torch._dynamo.package import SerializedCode
+
+    stack = [SerializedCode.to_code_object(g.dynamo_code) for g in code.guarded_codes]
+    while stack:
+        c = stack.pop()
+        if any(n.startswith(("__compiled_fn", "__resume_at_")) for n in c.co_names):
+            return False
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return True
+
+
+def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    """One record per code the package holds, entry first.
+
+    ``lossy`` are the frames that lost a guard to the filter: one of those that
+    compiled nothing (no graph, no continuation) is served as plain Python
+    rather than through a variant that checks less than the original would.
+    """
+    from .guards import frame_key
+
     records = []
     for i, code in enumerate(entry.codes):
         bypassed = code.bypassed or any(b in missing for b in code.backend_ids)
         variants = [] if bypassed else [(g.guards_state, g.dynamo_code) for g in code.guarded_codes]
-        if variants:
+        if variants and i > 0 and frame_key(code.python_code) in lossy and _graphless(code):
+            kind, variants = PLAIN, []
+        elif variants:
             kind = COMPILED
         elif bypassed:
             kind = BYPASSED
@@ -67,11 +90,10 @@ def frame_records(entry: Any, missing: set[str]) -> list[dict[str, Any]]:
             "entry": i == 0,
             "kind": kind,
             "name": code.python_code.co_name,
-            "where": f"{code.python_code.co_filename}:{code.python_code.co_firstlineno}",
+            "key": frame_key(code.python_code),
             "module": code.python_module,
             "code": code.python_code,
             "resume_names": list(code.function_names) if code.install_to_global else [],
-            "function_names": list(code.function_names),
             "imports": dict(code.import_sources),
             "backend_ids": [] if bypassed else list(code.backend_ids),
             "variants": variants,

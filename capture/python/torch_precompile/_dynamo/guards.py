@@ -71,6 +71,9 @@ def default_filter(entries: Sequence[Any]) -> list[bool]:
     return keep
 
 
+FrameKey = tuple[str, str, int]  # (co_name, co_filename, co_firstlineno)
+
+
 class Fact(NamedTuple):
     """One guard of one frame variant, as compared across variants."""
 
@@ -79,6 +82,7 @@ class Fact(NamedTuple):
     code: str
     value: str
     enforced: bool
+    lint_risky: bool  # dropped, and the lint (or a caller's override) calls it risky
 
 
 def pins_a_value(guard_type: str, source: str) -> bool:
@@ -87,18 +91,22 @@ def pins_a_value(guard_type: str, source: str) -> bool:
     return bool(source) and guard_type in _PINNING and not any(c in source for c in ".[")
 
 
+def frame_key(code: Any) -> FrameKey:
+    return (code.co_name, code.co_filename, code.co_firstlineno)
+
+
 class Ledger:
-    """Wraps the guard filter and records its verdicts for the summary."""
+    """Wraps the guard filter and records its verdicts, per frame and variant.
+
+    Every view takes ``skip``, the frames the artifact serves as plain Python:
+    their guards are never checked, so they are left out of the report.
+    """
 
     def __init__(self, package: Any, user_filter: Filter | None) -> None:
         self._package = package
         self._user_filter = user_filter
-        self.kept: set[Slot] = set()
-        self.dropped: set[Slot] = set()
-        self.lint_risky: set[Slot] = set()
-        self.dropped_code: dict[Slot, str] = {}
-        # frame key (co_name, filename, firstlineno) -> one fact set per compile
-        self.variants: dict[tuple[str, str, int], list[frozenset[Fact]]] = {}
+        # frame -> one fact set per compile (variant) of it
+        self.variants: dict[FrameKey, list[frozenset[Fact]]] = {}
 
     def filter(self, entries: Sequence[Any]) -> list[bool]:
         decisions = [bool(k) for k in (self._user_filter or default_filter)(entries)]
@@ -109,61 +117,84 @@ class Ledger:
         default = default_filter(entries) if self._user_filter else decisions
         current = self._package.current_entry
         module = current.python_module if current is not None else ""
-        namespaces = _namespaces(entries)
+        try:
+            namespaces = _namespaces(entries)
+        except Exception:  # noqa: BLE001 - no trusted namespace: every drop judged a slot
+            namespaces = {}
         facts = set()
         for keep, by_default, e in zip(decisions, default, entries):
-            slot = (e.guard_type, slot_source(e.name))
+            # A drop the default filter would not make is the caller's choice,
+            # and nothing here can tell what it gave up: risky by construction.
+            risky = not keep and (by_default or _configuration_slot(e, namespaces, module))
             code = " ; ".join(normalize(p) for p in (e.code_parts or ()))
-            if keep:
-                self.kept.add(slot)
-            else:
-                self.dropped.add(slot)
-                if code:
-                    self.dropped_code.setdefault(slot, code)
-                # A drop the default filter would not make is the caller's
-                # choice, and nothing here can tell what it gave up.
-                if by_default or _configuration_slot(e, namespaces, module):
-                    self.lint_risky.add(slot)
-            facts.add(Fact(slot[0], slot[1], code, _fingerprint(e), keep))
-        if current is not None:
-            c = current.python_code
-            key = (c.co_name, c.co_filename, c.co_firstlineno)
-        else:
-            key = ("<unknown>", "<unknown>", 0)
+            facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, risky))
+        key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
         self.variants.setdefault(key, []).append(frozenset(facts))
         return decisions
 
-    def risky(self) -> set[Slot]:
+    def _frames(self, skip: set[FrameKey]) -> list[list[frozenset[Fact]]]:
+        return [v for k, v in self.variants.items() if k not in skip]
+
+    def lossy(self) -> set[FrameKey]:
+        """Frames some variant of which lost a guard to the filter."""
+        return {k for k, vs in self.variants.items() if any(not f.enforced for fs in vs for f in fs)}
+
+    def kept(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
+        return {(f.guard_type, f.source) for vs in self._frames(skip) for fs in vs for f in fs if f.enforced}
+
+    def dropped(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
+        return {(f.guard_type, f.source) for vs in self._frames(skip) for fs in vs for f in fs if not f.enforced}
+
+    def dropped_code(self, skip: set[FrameKey] = frozenset()) -> dict[Slot, str]:
+        """One rendering per dropped slot (the first variant's that rendered one)."""
+        out: dict[Slot, str] = {}
+        for vs in self._frames(skip):
+            for fs in vs:
+                for f in sorted(fs):
+                    if not f.enforced and f.code:
+                        out.setdefault((f.guard_type, f.source), f.code)
+        return out
+
+    def risky(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
         """Lint findings plus every dropped slot whose value told a frame's
         variants apart (present in several variants with different values)."""
-        risky = set(self.lint_risky)
-        for variants in self.variants.values():
+        risky: set[Slot] = set()
+        for vs in self._frames(skip):
             seen: dict[Slot, set[str]] = {}
-            for facts in variants:
-                for f in facts:
+            for fs in vs:
+                for f in fs:
                     if not f.enforced:
                         seen.setdefault((f.guard_type, f.source), set()).add(f.value)
+                        if f.lint_risky:
+                            risky.add((f.guard_type, f.source))
             risky |= {s for s, values in seen.items() if len(values) > 1}
         return risky
 
-    def wont_generalize(self) -> tuple[str, ...]:
+    def wont_generalize(self, skip: set[FrameKey] = frozenset()) -> tuple[str, ...]:
         """Sources some variant pins by value while no variant of the same frame
         reaches them without pinning (so no captured variant serves another value)."""
-        pinned = {src for t, src in self.kept if pins_a_value(t, src)}
         survivors: set[str] = set()
-        for variants in self.variants.values():
+        for vs in self._frames(skip):
             pins: set[str] = set()
             generic: set[str] = set()
-            for facts in variants:
-                here = {f.source for f in facts if f.enforced and pins_a_value(f.guard_type, f.source)}
+            for fs in vs:
+                here = {f.source for f in fs if f.enforced and pins_a_value(f.guard_type, f.source)}
                 pins |= here
-                generic |= {f.source for f in facts if f.source} - here
+                generic |= {f.source for f in fs if f.source} - here
             survivors |= pins - generic
-        return tuple(sorted(pinned & survivors))
+        return tuple(sorted(survivors))
 
 
 def _fingerprint(e: Any) -> str:
-    """What a guard checked, comparable across variants of one capture."""
+    """What a guard checked, comparable across variants of one capture. Runs
+    inside Dynamo's compile, so a value that refuses to be read is not an error."""
+    try:
+        return _read_fingerprint(e)
+    except Exception as err:  # noqa: BLE001
+        return f"<unreadable {type(err).__name__}>"
+
+
+def _read_fingerprint(e: Any) -> str:
     import torch
 
     types_ = {e.guard_type, *(e.derived_guard_types or ())}
@@ -179,7 +210,7 @@ def _fingerprint(e: Any) -> str:
     if types_ & _IDENTITY:
         return f"{type(value).__module__}.{type(value).__qualname__}@{id(value)}"
     if e.guard_type in _PINNING:
-        return f"{type(value).__name__}:{value!r}"
+        return f"{type(value).__name__}:{repr(value)[:200]}"
     return " ; ".join(normalize(p) for p in (e.code_parts or ()))
 
 
@@ -222,6 +253,13 @@ def _namespaces(entries: Sequence[Any]) -> dict[str, types.ModuleType]:
 
 
 def _configuration_slot(e: Any, namespaces: dict[str, types.ModuleType], module: str) -> bool:
+    try:
+        return _reads_a_slot(e, namespaces, module)
+    except Exception:  # noqa: BLE001 - a value that refuses attribute reads: fail closed
+        return True
+
+
+def _reads_a_slot(e: Any, namespaces: dict[str, types.ModuleType], module: str) -> bool:
     """Whether a dropped guard hangs off a slot configuration could fill differently
     on the serving machine (an instance attribute, a closure cell, an aliased or
     re-exported import), rather than off a fixed binding: a module namespace, a

@@ -50,14 +50,22 @@ def _failed_guards(code: Any, f_locals: dict[str, Any]) -> str:
 
 
 def _refusing_callback(fn_name: str) -> Callable[..., Any]:
-    """A frame-evaluator callback that compiles nothing: frames Dynamo would not
-    compile pass through, any other miss raises naming the failed guards."""
+    """A frame-evaluator callback that compiles nothing. A frame Dynamo would not
+    have compiled anyway (the early exits of its frame converter: skipfiles, no
+    tensors, generators, its own generated code, exec'd code) runs as is; any
+    other miss raises naming the guards that failed."""
+    import inspect
+
     from torch._dynamo import convert_frame, trace_rules
     from torch._dynamo.types import ConvertFrameReturn
 
+    never = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
     def refuse(frame: Any, *args: Any, **kwargs: Any) -> Any:
         code = frame.f_code
-        if trace_rules.check(code) or not convert_frame.has_tensor_in_frame(frame):
+        if (code.co_flags & never or code in convert_frame.output_codes
+                or code.co_name in ("<module>", "__setattr__")
+                or trace_rules.check(code) or not convert_frame.has_tensor_in_frame(frame)):
             return ConvertFrameReturn()
         raise PrecompileError(
             f"precompiled {fn_name}: no captured variant of {code.co_name!r} "

@@ -70,16 +70,19 @@ def _entry_binding(fn: Any) -> dict[str, Any]:
     return {"defaults": getattr(fn, "__defaults__", None), "kwdefaults": getattr(fn, "__kwdefaults__", None)}
 
 
-def _package_for_install(entry: Any, missing: set[str]) -> Any:
-    """The package entry with every code that lost a backend marked bypassed, so
-    install() re-traces nothing it cannot serve and loads nothing it lacks."""
+def _package_for_install(entry: Any, records: list[dict[str, Any]]) -> Any:
+    """The package entry as the records serve it: a code that lost a backend is
+    bypassed (install() loads nothing of it) and a graphless frame served as
+    plain Python holds no guarded code (install() skips it, so it runs as is)."""
     import dataclasses
 
-    codes = [
-        dataclasses.replace(c, bypassed=True, guarded_codes=[], backend_ids=[])
-        if any(b in missing for b in c.backend_ids) else c
-        for c in entry.codes
-    ]
+    codes = []
+    for c, r in zip(entry.codes, records):
+        if r["kind"] == _frames.BYPASSED:
+            c = dataclasses.replace(c, bypassed=True, guarded_codes=[], backend_ids=[])
+        elif r["kind"] == _frames.PLAIN:
+            c = dataclasses.replace(c, guarded_codes=[], backend_ids=[])
+        codes.append(c)
     return dataclasses.replace(entry, codes=codes)
 
 
@@ -143,7 +146,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
 
     entry = session.package.cache_entry()
     payloads, missing = _frames.backend_payloads(session)
-    records = _frames.frame_records(entry, missing)
+    records = _frames.frame_records(entry, missing, session.ledger.lossy())
     summary = summarize(session, records)
     _frames.check_entry(records, fn_name)
     mode = _frames.serving_mode(records)
@@ -152,7 +155,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     if mode == "standalone":
         sections.append(("_FRAMES", records, "frame records"))
     else:
-        sections.append(("_PACKAGE", _package_for_install(entry, missing), "Dynamo package entry"))
+        sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
     sections.append(("_BACKENDS", payloads, "compiled graphs"))
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()

@@ -18,11 +18,14 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
     invariance policy runs, so nothing is policy-dropped.
     """
     entry = session.package.cache_entry()
+    ledger = session.ledger
     if records is None:
         _payloads, missing = _frames.backend_payloads(session)
-        records = _frames.frame_records(entry, missing)
-    ledger = session.ledger
-    dropped = ledger.dropped
+        records = _frames.frame_records(entry, missing, ledger.lossy())
+    # A graphless frame served as plain Python checks none of its guards.
+    skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
+    dropped = ledger.dropped(skip)
+    code = ledger.dropped_code(skip)
     return PrecompileSummary(
         frames=len(records),
         resume_functions=sum(1 for c in entry.codes if c.install_to_global),
@@ -31,14 +34,11 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
         bypassed=tuple(r["name"] for r in records if r["kind"] == _frames.BYPASSED),
         truncated=tuple(sorted(session.truncated)),
         uncovered_frames=tuple(r["name"] for r in records if r["kind"] == _frames.UNCOVERED),
-        wont_generalize=ledger.wont_generalize(),
+        wont_generalize=ledger.wont_generalize(skip),
         dropped_guards=tuple(sorted(dropped)),
-        kept_guards=tuple(sorted(ledger.kept)),
-        risky_dropped_guards=tuple(sorted(ledger.risky() & dropped)),
+        kept_guards=tuple(sorted(ledger.kept(skip))),
+        risky_dropped_guards=tuple(sorted(ledger.risky(skip) & dropped)),
         policy_dropped_guards=(),
-        dropped_guard_code=tuple(
-            (t, src, ledger.dropped_code[(t, src)]) for t, src in sorted(dropped)
-            if (t, src) in ledger.dropped_code
-        ),
+        dropped_guard_code=tuple((t, src, code[(t, src)]) for t, src in sorted(dropped) if (t, src) in code),
         capture_errors=tuple(session.errors),
     )

@@ -89,13 +89,14 @@ def decide(exe: Any, argv: list[Any], cwd: Any = None, env: Mapping | None = Non
     strict = _settings.is_on(_settings.STRICT)
     compilers, allow = _settings.get(_settings.COMPILERS), _settings.get(_settings.ALLOW)
     for exe_b, argv_b in _commands(os.fsencode(exe), [os.fsencode(a) for a in argv]):
-        resolved = _resolve(exe_b, cwd, env)
+        located = _locate(exe_b, cwd, env)
+        resolved = os.path.realpath(located) if located else None
         kind = _native.classify(exe_b, argv_b, resolved, compilers, allow)
         if kind == "other":
             continue
         allowed, reason, explanation = _native.decide(kind, lock, strict)
         if journal:
-            _journal(journal, resolved or exe_b, argv_b, cwd, kind, allowed, reason)
+            _journal(journal, located or exe_b, argv_b, cwd, kind, allowed, reason)
         if not allowed:
             command = shlex.join(os.fsdecode(a) for a in argv_b)
             log.debug("lockdown refuses %s: %s", kind, command)
@@ -149,17 +150,14 @@ def shell_commands(line: str) -> list[list[str]]:
     return commands
 
 
-def _resolve(exe: bytes, cwd: Any, env: Mapping | None) -> bytes | None:
-    """The file an exec of ``exe`` runs, symlinks followed (None if not found)."""
+def _locate(exe: bytes, cwd: Any, env: Mapping | None) -> bytes | None:
+    """The path an exec of ``exe`` runs (PATH searched for a bare name), or None."""
     if b"/" in exe:
         path = os.path.join(os.fsencode(cwd) if cwd else os.getcwdb(), exe)
-    else:
-        search = _env_get(env, "PATH") if env is not None else os.environ.get("PATH")
-        found = shutil.which(os.fsdecode(exe), path=os.fsdecode(search) if search else None)
-        if found is None:
-            return None
-        path = os.fsencode(found)
-    return os.path.realpath(path) if os.path.exists(path) else None
+        return path if os.path.exists(path) else None
+    search = _env_get(env, "PATH") if env is not None else os.environ.get("PATH")
+    found = shutil.which(os.fsdecode(exe), path=os.fsdecode(search) if search else None)
+    return os.fsencode(found) if found else None
 
 
 def _journal(path: str, exe: bytes, argv: list[bytes], cwd: Any, kind: str, allowed: bool, reason: str) -> None:

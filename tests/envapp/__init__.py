@@ -1,0 +1,1 @@
+"""A tiny application captured and served through environment variables alone."""
