@@ -137,5 +137,5 @@ def test_entrypoint_passes_signals_through(tmp_path: Path) -> None:
     p = entrypoint([sys.executable, "-c", code])
     assert p.stdout.readline().strip() == "ready"
     p.send_signal(signal.SIGTERM)     # the entrypoint exec'd: this pid is python itself
-    p.wait(timeout=30)
+    p.communicate(timeout=30)
     assert p.returncode == 3 and marker.read_text() == "TERM"

@@ -78,6 +78,7 @@ class _EnvCapture:
         self.captured = 0
         self.failed: str | None = None
         self.imported = False
+        self.reported = False  # a problem already said on stderr: say nothing more
 
     def check_config(self) -> str | None:
         if not self.artifact or not self.cache:
@@ -96,9 +97,12 @@ class _EnvCapture:
         except AttributeError:
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {self.module_name} has no attribute "
                  f"{'.'.join(self.path)}; nothing will be captured")
+            self.reported = True
             return
         if not callable(fn):
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} is not callable")
+            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} is not callable; "
+                 "nothing will be captured")
+            self.reported = True
             return
         import functools
 
@@ -150,6 +154,8 @@ class _EnvCapture:
         self.cap = None
 
     def finish(self) -> None:
+        if self.reported:
+            return
         if not self.imported:
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: module {self.module_name} was never "
                  "imported, so nothing was captured (a script run as __main__ is not "
