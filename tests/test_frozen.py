@@ -189,3 +189,57 @@ def test_cpu_autotune_choice_is_captured_and_not_rerun(tmp_path: Path) -> None:
                    preload=True, env=env, cwd=serve_dir / "cwd").check()
     assert "SERVED" in r.stdout and "AUTOTUNE" not in r.stderr
     assert read_journal(journal) == []
+
+
+DYNAMO_CAPTURE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+torch.manual_seed(0)
+m = dm.MLP()
+for name, fn, calls in (
+    ("print_break", dm.print_break, [(m, torch.randn(2, 8)), (m, torch.randn(3, 8))]),
+    ("parent", dm.step, [(dm.Parent(), torch.randn(2, 8))]),
+):
+    with tp.capture(fn, artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache", backend="inductor") as cap:
+        for args in calls:
+            cap(*args)
+print("CAPTURED")
+"""
+
+DYNAMO_SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+d = {d!r}
+f = tp.load(f"{{d}}/print_break.py", f"{{d}}/print_break.cache")
+h = tp.load(f"{{d}}/parent.py", f"{{d}}/parent.cache")
+m, p = dm.MLP(), dm.Parent()
+for n in (2, 3, 5):
+    x = torch.randn(n, 8)
+    torch.testing.assert_close(f(m, x), dm.print_break(m, x), atol=1e-4, rtol=1e-4)
+x = torch.randn(2, 8)
+with torch.no_grad():
+    want = p(x)
+torch.testing.assert_close(h(p, x), want, atol=1e-4, rtol=1e-4)
+print("SERVED")
+"""
+
+
+@pytest.mark.slow
+def test_dynamo_artifacts_serve_cold_with_zero_compiler_runs(tmp_path: Path) -> None:
+    cap_dir = tmp_path / "capture"
+    cap_dir.mkdir()
+    run_python(DYNAMO_CAPTURE.format(tests=str(TESTS)), cwd=cap_dir).check()
+    serve_dir = tmp_path / "serve"
+    serve_dir.mkdir()
+    env, journal = cold_host(serve_dir)
+    r = run_python(DYNAMO_SERVE.format(tests=str(TESTS), d=str(cap_dir)), preload=True, env=env,
+                   cwd=serve_dir / "cwd").check()
+    assert "SERVED" in r.stdout
+    assert read_journal(journal) == [], "the cold Dynamo serve ran a compiler"
+    # Inductor's loader writes the Python wrapper sources of Dynamo's compiled graphs
+    # into the cache directory; no kernel library ever lands there.
+    assert not list((serve_dir / "inductor").rglob("*.so")), "a kernel library landed in the user's cache"

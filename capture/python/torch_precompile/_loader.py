@@ -84,7 +84,11 @@ def prime(entries: list[tuple[str, str, bytes]], artifact: str = "") -> None:
 
     from ._kernels.restore import restore
 
-    restore(entries, artifact)
+    manifest = restore(entries, artifact)
+    if manifest is not None and manifest.get("cpp") is not None:
+        # Frozen kernels are found by content from a private directory; Inductor's
+        # own bundle would only be written into the user's cache directory.
+        return
     for kind, name, data in entries:
         if kind == "inductor_bundle":
             torch.compiler.load_cache_artifacts(data)
