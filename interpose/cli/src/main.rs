@@ -4,10 +4,12 @@
 //! anyhow chain), and exit non-zero: 2 for a usage error, 1 otherwise.
 
 mod args;
+mod inspect;
 mod journal;
 mod locate;
 mod preload_path;
 mod run;
+mod verify;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -31,6 +33,16 @@ const VERBS: &[Verb] = &[
         name: "preload-path",
         summary: "print the absolute path of libprecompile.so",
         main: preload_path::main,
+    },
+    Verb {
+        name: "inspect",
+        summary: "show a cache's header and what a serving host needs",
+        main: inspect::main,
+    },
+    Verb {
+        name: "verify",
+        summary: "check a cache (and its python_code) without running anything",
+        main: verify::main,
     },
     Verb {
         name: "journal",
