@@ -25,8 +25,9 @@ import torch, torch_precompile as tp, demo_model
 model, x = demo_model.make()
 t = time.perf_counter()
 with tp.capture(demo_model.step, artifact_path="block.py", cache_path="block.cache",
-                tracer=tp.MakeFxTracer(), backend="inductor") as cap:
+                backend="inductor") as cap:     # DynamoTracer, the default
     y = cap(model, x)
+print("SUMMARY", cap.summary())
 print(f"CAPTURED {{time.perf_counter() - t:.2f}}")
 """
 
@@ -95,13 +96,14 @@ def serve(mode: str, work: Path, cache_dir: Path, lockdown: bool) -> tuple[float
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="precompile-demo-") as tmp:
         work = Path(tmp)
-        progress("capturing the transformer block (MakeFxTracer, inductor) in one process")
+        progress("capturing the transformer block (DynamoTracer, inductor; a graph break in the step) in one process")
         env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
         p = run(CAPTURE.format(examples=str(ROOT / "examples")), work, env)
         if p.returncode != 0:
             sys.exit(f"demo: capture failed:\n{p.stderr[-3000:]}")
         capture_s = float(p.stdout.split("CAPTURED")[1].split()[0])
-        progress(f"captured in {capture_s:.1f}s: {work / 'block.py'} + block.cache")
+        summary = p.stdout.split("SUMMARY", 1)[1].splitlines()[0].strip()
+        progress(f"captured in {capture_s:.1f}s: {work / 'block.py'} + block.cache ({summary})")
         rows = []
         progress("serving it in a fresh process: cold caches, TORCH_PRECOMPILE_NO_COMPILATION=1, strict shim")
         rows.append(("precompile (cold host, locked down)", *serve("precompile", work, work / "cold-pc", True)))
