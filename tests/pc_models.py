@@ -102,3 +102,19 @@ def bmm_step(a, b):
     """A batched matmul of two inputs: with max-autotune, Inductor's CPU GEMM template
     competes with ATen and the choice is benchmarked."""
     return torch.relu(torch.bmm(a, b))
+
+
+def mutate_and_alias(model, x):
+    """Mutates its input in place and returns a view of it beside the model output."""
+    x.mul_(2)
+    return model(x), x[:2]
+
+
+def shared_dims(a, b):
+    return a + b
+
+
+def needs_guard(model, x):
+    if x.shape[0] > 3:          # branching on a marked dim cannot serve every size
+        return model(x)
+    return model(x) * 2
