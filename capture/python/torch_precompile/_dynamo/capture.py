@@ -8,13 +8,12 @@ import sys
 import types
 from typing import Any, Callable
 
-from .. import _artifact
+from .. import _artifact, _lifecycle
 from .._api import Capture
 from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from .._tracers import DynamoTracer
 
-_SPENT = "this capture's block has exited and a capture is single-use; call capture() again for a fresh one"
 _MODULE_LEVEL = ("capture a module-level function of an importable module that takes what it "
                  "needs as arguments, e.g. 'def step(model, x): return model(x)' in mymodels.py, "
                  "calling cap(model, x)")
@@ -94,10 +93,7 @@ class DynamoCapture(Capture):
         return freeze(self._block)
 
     def __enter__(self) -> DynamoCapture:
-        if self._state == "spent":
-            raise PrecompileError(f"capture: {_SPENT}")
-        if self._state == "open":
-            raise PrecompileError("capture: this capture is already open; a capture is entered once")
+        _lifecycle.check_enter(self._state)
         from torch.compiler._cache import CacheArtifactManager
 
         from .session import Session
@@ -123,19 +119,11 @@ class DynamoCapture(Capture):
                 self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._state != "open":
-            raise PrecompileError(
-                "capture: call the capture inside its `with` block"
-                if self._state == "new" else f"capture: {_SPENT}"
-            )
+        _lifecycle.check_call(self._state)
         return self._session.call(args, kwargs)
 
     def save(self) -> None:
-        if self._state != "open":
-            raise PrecompileError(
-                "capture: save() works only inside the capture's `with` block"
-                if self._state == "new" else f"capture: save() after exit: {_SPENT}"
-            )
+        _lifecycle.check_save(self._state)
         self._write()
 
     def summary(self) -> PrecompileSummary:

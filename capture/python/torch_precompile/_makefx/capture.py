@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .. import _artifact
+from .. import _artifact, _lifecycle
 from .._api import Capture
 from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from .._tracers import MakeFxTracer
 
-_SPENT = "this capture's block has exited and a capture is single-use; call capture() again for a fresh one"
 
 
 def fn_name(fn: Callable[..., Any]) -> str:
@@ -33,10 +32,7 @@ class MakeFxCapture(Capture):
         self._block: Any = None
 
     def __enter__(self) -> MakeFxCapture:
-        if self._state == "spent":
-            raise PrecompileError(f"capture: {_SPENT}")
-        if self._state == "open":
-            raise PrecompileError("capture: this capture is already open; a capture is entered once")
+        _lifecycle.check_enter(self._state)
         from .._kernels.block import KernelBlock
 
         self._block = KernelBlock().__enter__()
@@ -53,11 +49,7 @@ class MakeFxCapture(Capture):
             self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._state != "open":
-            raise PrecompileError(
-                "capture: call the capture inside its `with` block"
-                if self._state == "new" else f"capture: {_SPENT}"
-            )
+        _lifecycle.check_call(self._state)
         if kwargs:
             raise PrecompileError(
                 f"capture: a MakeFxTracer capture takes positional arguments only, got "
@@ -77,11 +69,7 @@ class MakeFxCapture(Capture):
         return traced.result
 
     def save(self) -> None:
-        if self._state != "open":
-            raise PrecompileError(
-                "capture: save() works only inside the capture's `with` block"
-                if self._state == "new" else f"capture: save() after exit: {_SPENT}"
-            )
+        _lifecycle.check_save(self._state)
         self._write()
 
     def summary(self) -> PrecompileSummary:
