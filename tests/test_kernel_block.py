@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,28 @@ def test_a_cpu_without_the_captured_isa_is_refused_under_lockdown(tmp_path: Path
                    env={"TORCH_PRECOMPILE_NO_COMPILATION": "1", "PRECOMPILE_JOURNAL": str(journal)}).check()
     assert "REFUSED" in r.stdout and "avx9000" in r.stdout and "lacks ['avx9000f']" in r.stdout, r.stdout
     assert not journal.exists() or journal.read_text() == "", "checking the ISA ran a compiler"
+
+
+ISA_RULES = r"""
+import sys
+import torch
+from torch_precompile._kernels import isa
+cpu = torch.cpu
+checks = {"avx2": cpu._is_avx2_supported(), "avx512": cpu._is_avx512_supported(),
+          "amx_tile": cpu._is_amx_tile_supported()}
+for flag, have in checks.items():
+    got = isa.missing_flags({"vec_isa": flag, "flags": [flag], "machine": "x86_64"})
+    assert got == ([] if have else [flag]), (flag, have, got)
+assert isa.missing_flags({"vec_isa": "avx2", "flags": ["avx2"], "machine": "aarch64"}) == ["avx2"]
+assert isa.missing_flags({"vec_isa": "", "flags": [], "machine": "aarch64"}) == []
+assert "torch._inductor" not in sys.modules, "the serve-side check imported Inductor"
+own = isa.decision()                     # the capture side: Inductor's own pick
+assert isa.missing_flags(own) == [], own
+print("ok", own)
+"""
+
+
+def test_isa_check_reads_cpu_flags_and_matches_inductors_pick() -> None:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the flag table is x86's")
+    assert "ok" in run_python(ISA_RULES).check().stdout

@@ -96,14 +96,22 @@ def test_artifact_is_readable_source_with_literal_metadata(captured: Path) -> No
     assert "def forward(*args, **kwargs):" in text
 
 
-def test_artifact_runs_alone_without_the_cache(captured: Path) -> None:
+@pytest.mark.parametrize("package", ["installed", "absent"])
+def test_artifact_runs_alone_without_the_cache(captured: Path, package: str) -> None:
+    # Without load() nothing is frozen: the program's kernel loader hands every
+    # kernel to Inductor (JIT). Without torch_precompile at all, the program falls
+    # back to Inductor's own imports.
+    block = "sys.modules['torch_precompile'] = None" if package == "absent" else ""
     code = f"""
 import sys; sys.path.insert(0, {str(TESTS)!r})
+{block}
 import torch, pc_models, scenario_tools as st
 fn, model, args = pc_models.make("mlp", seed=3)
 ns = {{}}
 exec(open({str(captured / 'mlp_inductor.py')!r}).read(), ns)
 st.assert_close(ns["forward"](*args), fn(*args), "inductor", "standalone exec")
-print("ok")
+print("ok", type(ns["extern_kernels"]).__module__)
 """
-    assert "ok" in run_python(code).check().stdout
+    out = run_python(code).check().stdout
+    module = "torch._inductor.select_algorithm" if package == "absent" else "torch_precompile._kernels.runtime"
+    assert f"ok {module}" in out, out

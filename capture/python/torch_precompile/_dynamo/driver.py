@@ -89,6 +89,11 @@ def _pc_builtins(scope):
 
 def _pc_bind(signature, code, args, kwargs):
     """The frame's locals as Python would bind this call (defaults applied)."""
+    if (not kwargs and len(args) == code.co_argcount and not code.co_kwonlyargcount
+            and not code.co_flags & 0x0C):  # CO_VARARGS | CO_VARKEYWORDS
+        # Every parameter passed by position and nothing to default: Python's own
+        # binding is the zip, and inspect's would cost more than the guards.
+        return dict(zip(code.co_varnames, args))
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as e:

@@ -8,4 +8,6 @@ again by content at serve time, so a cold host serves with zero compiler runs.
 - ``restore``: the serve side: unpack into a private directory, check the CPU ISA,
   and let Inductor find the frozen libraries by their source instead of compiling.
 - ``isa``: the vector ISA decision, read without compiling anything.
+- ``serve_imports`` (capture) and ``runtime`` (serve): a generated MakeFx program
+  imports Inductor's names from stand-ins, so serving it never imports Inductor.
 """

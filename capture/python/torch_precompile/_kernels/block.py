@@ -157,7 +157,7 @@ def _install_recorder() -> None:
         block = active()
         if block is None:
             return load_fn
-        key = content.cpp_key(cls, main_code, device_type, extra_flags, optimized_code)
+        key = content.cpp_key(cls.__qualname__, main_code, device_type, extra_flags, optimized_code)
 
         def recorded_load():
             lib = load_fn()

@@ -7,10 +7,12 @@ import hashlib
 from typing import Any, Sequence
 
 
-def cpp_key(cls: type, main_code: str, device_type: str, extra_flags: Sequence[str],
+def cpp_key(binding: str, main_code: str, device_type: str, extra_flags: Sequence[str],
             optimized_code: str | None) -> str:
+    """``binding`` is the code cache class's ``__qualname__`` (which loader, hence
+    which kind of library, the source becomes)."""
     h = hashlib.sha256()
-    for part in (cls.__qualname__, device_type, "\0".join(extra_flags), main_code, optimized_code or ""):
+    for part in (binding, device_type, "\0".join(extra_flags), main_code, optimized_code or ""):
         h.update(part.encode("utf-8"))
         h.update(b"\0\1\0")
     return h.hexdigest()

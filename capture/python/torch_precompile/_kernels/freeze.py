@@ -45,6 +45,7 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
         "triton_files": len(triton_files),
         "ptxas_versions": _ptxas_versions(triton_files),
         "isa": isa.decision() if cpp else {"vec_isa": "", "flags": []},
+        "pybinding": _pybinding_templates() if cpp else {},
         "capture_compiler_runs": sum(1 for r in runs if r.get("kind") == "compile"),
     }
     entries.append(("kernel_manifest", MANIFEST, json.dumps(manifest, indent=1).encode()))
@@ -55,6 +56,16 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
         "host_requirements": _requirements(manifest),
     }
     return entries, meta
+
+
+def _pybinding_templates() -> dict[str, str]:
+    """The strings Inductor wraps a ``cpp_pybinding`` source in before building it;
+    with them the serving side finds a kernel's library from the program's own call,
+    without importing Inductor (see restore.frozen_pybinding)."""
+    from torch._inductor.codecache import CppPythonBindingsCodeCache as c
+
+    return {name: getattr(c, name) for name in
+            ("suffix_template", "call_entry_function", "extra_parse_arg", "entry_function")}
 
 
 def _triton_files(root: str) -> list[tuple[str, str, bytes]]:

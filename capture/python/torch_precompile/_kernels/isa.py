@@ -3,31 +3,61 @@ from the CPU's flags alone.
 
 Inductor decides the ISA by compiling and running probe programs on a fresh cache
 directory; a frozen kernel was built for the capture host's decision, so the serving
-host only needs to have every flag that decision names (cpuinfo, no compiler).
+host only needs the same machine type and every flag that decision names. The check
+asks torch's own cpuinfo queries (``torch.cpu._is_*_supported``, what Inductor's
+``x86_isa_checker`` asks) and imports nothing of Inductor: importing
+``torch._inductor`` costs more than the rest of a cold start.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import platform
+from typing import Any, Callable
 
 
 def decision() -> dict[str, Any]:
+    """Capture side (Inductor is imported by then)."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     isa = pick_vec_isa()
-    return {"vec_isa": str(isa), "flags": str(isa).split() if str(isa) else []}
+    flags = str(isa).split() if str(isa) else []
+    # Variants Inductor adds to the build flags without naming them in str(isa).
+    if getattr(isa, "_is_avx512_bf16_supported", False):
+        flags.append("avx512_bf16")
+    if getattr(isa, "_is_amx_fp16_supported", False):
+        flags.append("amx_fp16")
+    return {"vec_isa": str(isa), "flags": flags, "machine": platform.machine()}
+
+
+def _x86_checks() -> dict[str, Callable[[], bool]]:
+    import torch
+
+    cpu = torch.cpu
+    return {
+        "avx2": cpu._is_avx2_supported,
+        "avx512": cpu._is_avx512_supported,
+        "avx512_vnni": lambda: cpu._is_avx512_supported() and cpu._is_vnni_supported(),
+        "amx_tile": cpu._is_amx_tile_supported,
+        "avx512_bf16": cpu._is_avx512_bf16_supported,
+        "amx_fp16": cpu._is_amx_fp16_supported,
+    }
 
 
 def missing_flags(recorded: dict[str, Any]) -> list[str]:
-    """Flags the recorded decision needs that this CPU lacks (empty: it can serve)."""
-    import platform
+    """Flags the recorded decision needs that this CPU lacks (empty: it can serve).
 
-    flags = recorded.get("flags") or []
+    Another machine type lacks all of them. On a non-x86 machine of the capture's
+    type the flags cannot be read without compiling, so they are taken as present
+    (the torch build, checked separately, fixes the rest)."""
+    flags = list(recorded.get("flags") or [])
     if not flags:
         return []
-    if platform.machine() not in ("x86_64", "AMD64"):
+    machine = recorded.get("machine")
+    here = platform.machine()
+    x86 = ("x86_64", "AMD64")
+    if machine is not None and machine != here and not (machine in x86 and here in x86):
         return flags
-    from torch._inductor.cpu_vec_isa import x86_isa_checker
-
-    have = set(x86_isa_checker())
-    return [f for f in flags if f not in have]
+    if here not in x86:
+        return flags if machine is None else []
+    checks = _x86_checks()
+    return [f for f in flags if f not in checks or not checks[f]()]

@@ -1,20 +1,29 @@
 """Serve side: unpack frozen kernels into a private directory and let Inductor find
 them by content, so loading compiles nothing.
 
-``CppCodeCache.load_async`` is wrapped once per process: a kernel source whose
-content key is frozen loads the restored library directly, before Inductor computes
-a build command, probes the compiler or the vector ISA, or builds a precompiled
-header. Any other source takes Inductor's own path (a build, which the lockdown
-refuses).
+Two ways in, one registry (content key -> restored library):
+
+- a MakeFx program imports its kernels' loader from ``runtime``, which asks
+  ``frozen_pybinding`` and loads the library itself, so serving never imports
+  Inductor at all;
+- anything that does go through Inductor (Dynamo artifacts, a program run without
+  ``runtime``) meets ``CppCodeCache.load_async``, wrapped once per process as soon
+  as Inductor's code cache is imported: a frozen source loads the restored library
+  before Inductor computes a build command, probes the compiler or the vector ISA,
+  or builds a precompiled header.
+
+Any other source takes Inductor's own path (a build, which the lockdown refuses).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 import tempfile
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 from .. import _lockdown
 from .._errors import PrecompileError
@@ -22,8 +31,10 @@ from . import content, isa
 from .freeze import MANIFEST
 
 _frozen: dict[str, tuple[str, str]] = {}   # content key -> (library path, inductor key)
+_pybinding: dict[str, str] = {}            # Inductor's binding templates (see freeze)
 _lock = threading.Lock()
 _hooked = False
+PYBINDING = "CppPythonBindingsCodeCache"
 
 
 def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, Any] | None:
@@ -61,6 +72,7 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
     with _lock:
         for rec in manifest.get("cpp", []):
             _frozen[rec["content"]] = (os.path.join(root, *rec["entry"].split("/")), rec["key"])
+        _pybinding.update(manifest.get("pybinding") or {})
     if any(k == "triton" for k, _, _ in wanted):
         # Triton finds a binary by the hash directory it computes; a private root
         # holding the restored directories is all it needs.
@@ -69,7 +81,9 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
         # autotuning cache on; with them found, no autotuner benchmarks.
         os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
         _seed_ptxas_versions(manifest.get("ptxas_versions") or {})
-    _install_hook()
+    from ..gates.on_import import when_imported
+
+    when_imported("torch._inductor.codecache", _install_hook)
     return manifest
 
 
@@ -80,7 +94,59 @@ def _absolute_group(data: bytes, directory: str) -> bytes:
     return json.dumps(grp).encode()
 
 
-def _install_hook() -> None:
+def frozen_pybinding(argtypes: Sequence[str], main_code: str) -> Any | None:
+    """The kernel function of a frozen ``cpp_pybinding(argtypes, main_code)``
+    library, loaded as Inductor would load it; None when it is not frozen here."""
+    if not _pybinding:
+        return None
+    source = main_code + _binding_suffix(argtypes)
+    hit = _frozen.get(content.cpp_key(PYBINDING, source, "cpu", (), None))
+    if hit is None:
+        return None
+    path, ind_key = hit
+    return getattr(_load_binding_module(path, ind_key), _pybinding["entry_function"])
+
+
+def _binding_suffix(argtypes: Sequence[str]) -> str:
+    # CppPythonBindingsCodeCache.load_pybinding_async's suffix, from the templates
+    # the capture's torch build recorded (the build is checked equal before this).
+    t = _pybinding
+    parseargs = ", ".join(f"parse_arg<{a.replace('const ', '')}>(args, {n})" for n, a in enumerate(argtypes))
+    return t["suffix_template"].format(
+        arg_len=len(argtypes),
+        call_entry_func=t["call_entry_function"].format(parseargs),
+        entry_func=t["entry_function"],
+        extra_parse_arg=t["extra_parse_arg"].format(array_len=-1),
+    )
+
+
+def _load_binding_module(path: str, ind_key: str) -> Any:
+    """CppPythonBindingsCodeCache._load_library_inner without Inductor: the binding
+    reads the tensor data-pointer offset from the environment when it initializes."""
+    import torch
+
+    os.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = str(
+        torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr
+    )
+    name = f"{ind_key}.{_pybinding['entry_function']}"
+    with _lock:
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load the frozen kernel library {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    return module
+
+
+def _install_hook(_codecache: Any = None) -> None:
     global _hooked
     if _hooked:
         return
@@ -90,7 +156,7 @@ def _install_hook() -> None:
 
     def load_async(cls, main_code, device_type="cpu", submit_fn=None, extra_flags=(),
                    optimized_code=None, *args, **kwargs):
-        key = content.cpp_key(cls, main_code, device_type, extra_flags, optimized_code)
+        key = content.cpp_key(cls.__qualname__, main_code, device_type, extra_flags, optimized_code)
         hit = _frozen.get(key)
         if hit is None:
             return original(cls, main_code, device_type, submit_fn, extra_flags, optimized_code, *args, **kwargs)

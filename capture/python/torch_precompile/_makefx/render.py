@@ -12,6 +12,7 @@ import torch.utils._pytree as pytree
 
 from .. import _artifact
 from .._errors import PrecompileError
+from .._kernels import serve_imports
 from .trace import Traced
 
 _DRIVER = os.path.join(os.path.dirname(__file__), "driver.py")
@@ -103,7 +104,7 @@ def inductor_program(t: Traced) -> tuple[str, bytes | None]:
     if t.dynamic:
         options["scalar_asserts"] = True
     try:
-        return compile_to_python(t.gm, t.example_inputs, options=options)
+        program, bundle = compile_to_python(t.gm, t.example_inputs, options=options)
     except NoRunnableInductorModuleError as e:
         raise PrecompileError(
             "capture: the inductor backend has nothing to lower (fn returns its inputs "
@@ -116,6 +117,7 @@ def inductor_program(t: Traced) -> tuple[str, bytes | None]:
                 "(float, str, ...) beside tensors; return tensors only or use backend='eager'"
             ) from e
         raise
+    return serve_imports.rewrite(program), bundle
 
 
 def render(t: Traced, *, backend: str, fn_name: str) -> bytes:
