@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_python
+from conftest import read_journal, run_python
 
 TESTS = Path(__file__).resolve().parent
 
@@ -126,3 +126,52 @@ def test_isa_check_reads_cpu_flags_and_matches_inductors_pick() -> None:
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the flag table is x86's")
     assert "ok" in run_python(ISA_RULES).check().stdout
+
+
+# What Inductor's own Triton autotuner leaves behind after benchmarking a kernel's
+# configs: <cache dir>/<2 chars>/<source hash>.best_config, written through its
+# AutotuneCache. On a GPU the generated kernels do this themselves; here the
+# decision is written through the same API inside the block, and read back through
+# it on the serving side exactly as a kernel's first launch would.
+AUTOTUNE_DECISION = r"""
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, pc_models
+from torch._inductor.runtime.autotune_cache import AutotuneCache
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+from torch._inductor.runtime.triton_compat import Config
+from torch._inductor.runtime.triton_heuristics import hash_configs
+CONFIGS = [Config({{"XBLOCK": 64}}, num_warps=4, num_stages=1), Config({{"XBLOCK": 256}}, num_warps=8, num_stages=1)]
+META = {{"autotune_local_cache": True, "autotune_remote_cache": False}}
+def lookup():
+    source = os.path.join(cache_dir(), "cz", "czkernelsourcehash0123456789.py")
+    return AutotuneCache.create(META, source, hash_configs(CONFIGS))
+if sys.argv[1] == "capture":
+    fn, m, args = pc_models.make("mlp", seed=0)
+    with tp.capture(fn, artifact_path="t.py", cache_path="t.cache", tracer=tp.MakeFxTracer(), backend="eager") as cap:
+        cap(*args)
+        lookup().save(CONFIGS[1], 5_000_000)
+else:
+    tp.load("t.py", "t.cache")
+    best = lookup().read_best(META, CONFIGS)
+    print("BEST", None if best is None else (best.kwargs, best.num_warps))
+"""
+
+
+def test_inductor_autotune_decisions_ship_and_are_found_on_a_cold_host(tmp_path: Path) -> None:
+    code = AUTOTUNE_DECISION.format(tests=str(TESTS))
+    run_python(code, cwd=tmp_path, args=["capture"]).check()
+    for sub in ("inductor", "triton"):
+        (tmp_path / sub).mkdir()
+    journal = tmp_path / "j.jsonl"
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+           "TORCH_PRECOMPILE_NO_COMPILATION": "1", "PRECOMPILE_JOURNAL": str(journal)}
+    r = run_python(code, cwd=tmp_path, args=["serve"], preload=True, env=env).check()
+    assert "BEST ({'XBLOCK': 256}, 8)" in r.stdout, r.stdout
+    assert not any((tmp_path / "inductor").iterdir()), "the decision was written into the user's cache"
+    assert read_journal(journal) == []
+    # Without the cache the same lookup finds nothing (the check can fail).
+    (tmp_path / "t.cache").unlink()
+    code_only = code.replace('tp.load("t.py", "t.cache")', "pass")
+    r = run_python(code_only, cwd=tmp_path, args=["serve"], env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}).check()
+    assert "BEST None" in r.stdout, r.stdout

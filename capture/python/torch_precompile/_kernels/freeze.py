@@ -39,10 +39,13 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
         cpp.append({"content": key, "binding": rec["binding"], "key": rec["key"], "entry": name})
     triton_files = _triton_files(block.triton_dir)
     entries += triton_files
+    autotune = _inductor_autotune_files(block.inductor_dir)
+    entries += autotune
     runs = block.compiler_runs()
     manifest = {
         "cpp": cpp,
         "triton_files": len(triton_files),
+        "inductor_autotune": len(autotune),
         "ptxas_versions": _ptxas_versions(triton_files),
         "isa": isa.decision() if cpp else {"vec_isa": "", "flags": []},
         "pybinding": _pybinding_templates() if cpp else {},
@@ -52,6 +55,7 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
     meta = {
         "frozen_cpp_kernels": len(cpp),
         "frozen_triton_files": len(triton_files),
+        "frozen_autotune_decisions": len(autotune),
         "vec_isa": manifest["isa"]["vec_isa"],
         "host_requirements": _requirements(manifest),
     }
@@ -83,6 +87,22 @@ def _triton_files(root: str) -> list[tuple[str, str, bytes]]:
             if fname.startswith("__grp__") and fname.endswith(".json"):
                 data = _relative_group(data)
             out.append(("triton", f"triton/{rel}", data))
+    return sorted(out, key=lambda e: e[1])
+
+
+def _inductor_autotune_files(root: str) -> list[tuple[str, str, bytes]]:
+    """The decisions of Inductor's own Triton autotuner (``<hash>.best_config``
+    beside each kernel source, named by the source's hash and the torch build, so
+    the path relative to the cache directory is the same on any host). Serving
+    finds them instead of benchmarking the kernel's configs on first launch."""
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        for fname in sorted(files):
+            if fname.endswith(".best_config"):
+                full = os.path.join(dirpath, fname)
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                with open(full, "rb") as f:
+                    out.append(("inductor_autotune", f"inductor/{rel}", f.read()))
     return sorted(out, key=lambda e: e[1])
 
 
@@ -121,6 +141,6 @@ def _requirements(manifest: dict[str, Any]) -> str:
     if manifest["cpp"]:
         flags = " ".join(manifest["isa"]["flags"]) or "no vector extension"
         parts.append(f"C++ kernels: this torch build, {manifest['isa']['vec_isa'] or 'scalar'} CPU ({flags})")
-    if manifest["triton_files"]:
+    if manifest["triton_files"] or manifest.get("inductor_autotune"):
         parts.append("Triton kernels: this torch/Triton build and the GPU architecture they were compiled for")
     return "; ".join(parts) or "none (no compiled kernels)"

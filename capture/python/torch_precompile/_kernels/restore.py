@@ -17,9 +17,11 @@ Any other source takes Inductor's own path (a build, which the lockdown refuses)
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -56,19 +58,15 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
 
         warnings.warn(f"load: {artifact}: {why}; the kernels are rebuilt here (JIT)", stacklevel=4)
         return manifest
-    wanted = [e for e in entries if e[0] in ("cpp_kernel", "triton")]
+    wanted = [e for e in entries if e[0] in ("cpp_kernel", "triton", "inductor_autotune")]
     if not wanted:
         return manifest
-    root = tempfile.mkdtemp(prefix="precompile-serve-")
+    root = _serve_root()
     for kind, name, data in wanted:
         path = os.path.join(root, *name.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         if kind == "triton" and os.path.basename(path).startswith("__grp__"):
             data = _absolute_group(data, os.path.dirname(path))
-        with open(path, "wb") as f:
-            f.write(data)
-        if kind == "cpp_kernel":
-            os.chmod(path, 0o755)
+        _place(path, data, executable=kind == "cpp_kernel")
     with _lock:
         for rec in manifest.get("cpp", []):
             _frozen[rec["content"]] = (os.path.join(root, *rec["entry"].split("/")), rec["key"])
@@ -81,10 +79,42 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
         # autotuning cache on; with them found, no autotuner benchmarks.
         os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
         _seed_ptxas_versions(manifest.get("ptxas_versions") or {})
+    if any(k == "inductor_autotune" for k, _, _ in wanted):
+        # Inductor looks a kernel's decision up beside the source it writes into
+        # its cache directory; the private one holds the frozen decisions.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
     from ..gates.on_import import when_imported
 
     when_imported("torch._inductor.codecache", _install_hook)
     return manifest
+
+
+_root: list[str] = []
+
+
+def _serve_root() -> str:
+    """One private directory per process: every artifact loaded here unpacks into
+    it (names are content-addressed), so the cache directories pointed at it see
+    the kernels of all of them."""
+    with _lock:
+        if not _root:
+            _root.append(tempfile.mkdtemp(prefix="precompile-serve-"))
+            atexit.register(shutil.rmtree, _root[0], True)
+        return _root[0]
+
+
+def _place(path: str, data: bytes, *, executable: bool) -> None:
+    # A library already there may be mapped by this process: never rewrite it in
+    # place (same name, same content); a new file appears whole, by rename.
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    if executable:
+        os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
 
 
 def _absolute_group(data: bytes, directory: str) -> bytes:
