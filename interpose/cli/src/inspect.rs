@@ -32,12 +32,17 @@ pub fn parse(verb: &str, args: Vec<OsString>, help: &str) -> anyhow::Result<Opti
             print!("{help}");
             return Ok(None);
         } else if a == "--code" {
-            let v = it.next().ok_or_else(|| usage(format!("{verb}: --code needs a path")))?;
+            let v = it
+                .next()
+                .ok_or_else(|| usage(format!("{verb}: --code needs a path")))?;
             code = Some(PathBuf::from(v));
         } else if cache.is_none() {
             cache = Some(PathBuf::from(a));
         } else {
-            return Err(usage(format!("{verb}: unexpected argument `{}`", a.to_string_lossy())));
+            return Err(usage(format!(
+                "{verb}: unexpected argument `{}`",
+                a.to_string_lossy()
+            )));
         }
     }
     let cache = cache.ok_or_else(|| usage(format!("{verb}: missing CACHE path")))?;
@@ -48,8 +53,10 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let Some(p) = parse("inspect", args, HELP)? else {
         return Ok(ExitCode::SUCCESS);
     };
-    let bytes = std::fs::read(&p.cache).with_context(|| format!("cannot read {}", p.cache.display()))?;
-    let header = artifact::read_header(&bytes).with_context(|| format!("{} is not a usable cache", p.cache.display()))?;
+    let bytes =
+        std::fs::read(&p.cache).with_context(|| format!("cannot read {}", p.cache.display()))?;
+    let header = artifact::read_header(&bytes)
+        .with_context(|| format!("{} is not a usable cache", p.cache.display()))?;
     println!("cache            {}", p.cache.display());
     println!("format version   {}", header.format_version);
     println!("backend          {}", header.backend);
@@ -65,18 +72,27 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         .and_then(|v| v.as_str())
         .unwrap_or("none recorded");
     println!("host needs       {requirements}");
-    let mut keys: Vec<_> = header.meta.keys().filter(|k| *k != "host_requirements").collect();
+    let mut keys: Vec<_> = header
+        .meta
+        .keys()
+        .filter(|k| *k != "host_requirements")
+        .collect();
     keys.sort();
     for k in keys {
         println!("meta.{k:<11} {}", header.meta[k]);
     }
     let total: u64 = header.entries.iter().map(|e| e.size).sum();
-    println!("entries          {} ({} bytes)", header.entries.len(), total);
+    println!(
+        "entries          {} ({} bytes)",
+        header.entries.len(),
+        total
+    );
     for e in &header.entries {
         println!("  {:<16} {:>10}  {}", e.kind, e.size, e.name);
     }
     if let Some(code) = p.code {
-        let code_bytes = std::fs::read(&code).with_context(|| format!("cannot read {}", code.display()))?;
+        let code_bytes =
+            std::fs::read(&code).with_context(|| format!("cannot read {}", code.display()))?;
         match header.check_code(&code_bytes) {
             Ok(()) => println!("--code           {} matches", code.display()),
             Err(e) => println!("--code           {} DOES NOT match: {e}", code.display()),

@@ -21,13 +21,20 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let Some(p) = parse("verify", args, HELP)? else {
         return Ok(ExitCode::SUCCESS);
     };
-    let bytes = std::fs::read(&p.cache).with_context(|| format!("cannot read {}", p.cache.display()))?;
-    let env = artifact::decode(&bytes).with_context(|| format!("{} failed verification", p.cache.display()))?;
+    let bytes =
+        std::fs::read(&p.cache).with_context(|| format!("cannot read {}", p.cache.display()))?;
+    let env = artifact::decode(&bytes)
+        .with_context(|| format!("{} failed verification", p.cache.display()))?;
     if let Some(code) = &p.code {
-        let code_bytes = std::fs::read(code).with_context(|| format!("cannot read {}", code.display()))?;
-        env.header
-            .check_code(&code_bytes)
-            .with_context(|| format!("{} and {} are not a pair", code.display(), p.cache.display()))?;
+        let code_bytes =
+            std::fs::read(code).with_context(|| format!("cannot read {}", code.display()))?;
+        env.header.check_code(&code_bytes).with_context(|| {
+            format!(
+                "{} and {} are not a pair",
+                code.display(),
+                p.cache.display()
+            )
+        })?;
     }
     println!(
         "ok: {} ({} {} cache, {} entries verified{})",
@@ -35,7 +42,11 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         env.header.tracer,
         env.header.backend,
         env.entries.len(),
-        if p.code.is_some() { ", python_code matches" } else { "" }
+        if p.code.is_some() {
+            ", python_code matches"
+        } else {
+            ""
+        }
     );
     Ok(ExitCode::SUCCESS)
 }

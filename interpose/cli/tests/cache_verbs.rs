@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cache-verbs-{name}-{}", std::process::id()));
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cache-verbs-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -14,7 +15,10 @@ fn scratch(name: &str) -> PathBuf {
 fn write_pair(dir: &PathBuf) -> (PathBuf, PathBuf) {
     let code = b"BACKEND = 'eager'\nTRACER = 'make_fx'\n".to_vec();
     let mut meta = serde_json::Map::new();
-    meta.insert("host_requirements".into(), "C++ kernels: this torch build, avx2 CPU (avx2)".into());
+    meta.insert(
+        "host_requirements".into(),
+        "C++ kernels: this torch build, avx2 CPU (avx2)".into(),
+    );
     let header = artifact::Header {
         format_version: artifact::FORMAT_VERSION,
         backend: "eager".into(),
@@ -27,7 +31,11 @@ fn write_pair(dir: &PathBuf) -> (PathBuf, PathBuf) {
         meta,
         entries: vec![],
     };
-    let entries = [artifact::Entry { kind: "cpp_kernel".into(), name: "cpp/k.so".into(), data: vec![7; 300] }];
+    let entries = [artifact::Entry {
+        kind: "cpp_kernel".into(),
+        name: "cpp/k.so".into(),
+        data: vec![7; 300],
+    }];
     let cache = artifact::encode(&header, &entries).unwrap();
     let (c, k) = (dir.join("m.py"), dir.join("m.cache"));
     std::fs::write(&c, code).unwrap();
@@ -36,18 +44,32 @@ fn write_pair(dir: &PathBuf) -> (PathBuf, PathBuf) {
 }
 
 fn precompile(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_precompile")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_precompile"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
 fn inspect_shows_the_header_and_host_requirements() {
     let d = scratch("inspect");
     let (code, cache) = write_pair(&d);
-    let out = precompile(&["inspect".as_ref(), cache.as_os_str(), "--code".as_ref(), code.as_os_str()]);
+    let out = precompile(&[
+        "inspect".as_ref(),
+        cache.as_os_str(),
+        "--code".as_ref(),
+        code.as_os_str(),
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    for want in ["backend          eager", "tracer           make_fx", "host needs       C++ kernels: this torch build, avx2 CPU",
-                 "cpp_kernel", "cpp/k.so", "matches"] {
+    for want in [
+        "backend          eager",
+        "tracer           make_fx",
+        "host needs       C++ kernels: this torch build, avx2 CPU",
+        "cpp_kernel",
+        "cpp/k.so",
+        "matches",
+    ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
 }
@@ -56,8 +78,17 @@ fn inspect_shows_the_header_and_host_requirements() {
 fn verify_accepts_a_pair_and_rejects_damage_and_mismatches() {
     let d = scratch("verify");
     let (code, cache) = write_pair(&d);
-    let ok = precompile(&["verify".as_ref(), cache.as_os_str(), "--code".as_ref(), code.as_os_str()]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let ok = precompile(&[
+        "verify".as_ref(),
+        cache.as_os_str(),
+        "--code".as_ref(),
+        code.as_os_str(),
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).starts_with("ok: "));
 
     let mut bytes = std::fs::read(&cache).unwrap();
@@ -67,11 +98,20 @@ fn verify_accepts_a_pair_and_rejects_damage_and_mismatches() {
     std::fs::write(&flipped, &bytes).unwrap();
     let bad = precompile(&["verify".as_ref(), flipped.as_os_str()]);
     assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("corrupt"), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("corrupt"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 
     let other = d.join("other.py");
     std::fs::write(&other, b"print('not it')\n").unwrap();
-    let mismatch = precompile(&["verify".as_ref(), cache.as_os_str(), "--code".as_ref(), other.as_os_str()]);
+    let mismatch = precompile(&[
+        "verify".as_ref(),
+        cache.as_os_str(),
+        "--code".as_ref(),
+        other.as_os_str(),
+    ]);
     assert_eq!(mismatch.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&mismatch.stderr).contains("are not a pair"));
 

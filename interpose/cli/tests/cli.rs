@@ -77,8 +77,23 @@ impl Install {
     }
 
     fn run(&self, args: &[&str]) -> Out {
-        Out(self.cmd(args).output().unwrap())
+        Out(output(&mut self.cmd(args)))
     }
+}
+
+/// Runs `c`, retrying while the kernel answers ETXTBSY: another test thread that
+/// forks while this test's copy of the binary is still open for writing holds
+/// that fd until its child execs, and exec of a file open for writing fails.
+fn output(c: &mut Command) -> Output {
+    for _ in 0..100 {
+        match c.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            r => return r.unwrap(),
+        }
+    }
+    c.output().unwrap()
 }
 
 impl Drop for Install {
@@ -201,8 +216,8 @@ fn run_without_lockdown_lets_the_compile_run() {
 #[test]
 fn run_sets_the_environment_and_keeps_other_preloads() {
     let i = Install::new("run-env", "installed");
-    let out = Out(i
-        .cmd(&[
+    let out = Out(output(
+        i.cmd(&[
             "run",
             "--lockdown",
             "--strict",
@@ -211,9 +226,8 @@ fn run_sets_the_environment_and_keeps_other_preloads() {
             "--",
             "env",
         ])
-        .env("LD_PRELOAD", "libm.so.6")
-        .output()
-        .unwrap());
+        .env("LD_PRELOAD", "libm.so.6"),
+    ));
     assert_eq!(out.code(), 0, "{}", out.stderr());
     let env = out.stdout();
     for want in [
