@@ -142,6 +142,10 @@ def run(step: str, script: str, work: Path, env: dict[str, str], *args: str, tim
     return json.loads(result[7:])
 
 
+def read_journal(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
 def base_env(d: Path, shim: str, kernels: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PRECOMPILE_") and k not in ("TORCH_PRECOMPILE_NO_COMPILATION", "LD_PRELOAD")}
@@ -175,8 +179,7 @@ def main() -> None:
         env["PRECOMPILE_JOURNAL"] = str(work / "capture" / "journal.jsonl")
         t = time.perf_counter()
         cap = run("capture", CAPTURE, art, env)
-        cap_journal = [json.loads(x) for x in (work / "capture" / "journal.jsonl").read_text().splitlines() if x.strip()] \
-            if (work / "capture" / "journal.jsonl").exists() else []
+        cap_journal = read_journal(work / "capture" / "journal.jsonl")
         print(f"  capture: {time.perf_counter() - t:.1f}s (makefx {cap['mfx_s']:.1f}s, dynamo {cap['dyn_s']:.1f}s), "
               f"{sum(r.get('kind') == 'compile' for r in cap_journal)} compiler runs; frozen: "
               + json.dumps({n: {k: v for k, v in m.items() if k.startswith("frozen")} for n, m in cap["meta"].items()}),
@@ -186,7 +189,7 @@ def main() -> None:
         env.update(TORCH_PRECOMPILE_NO_COMPILATION="1", PRECOMPILE_STRICT="1", PRECOMPILE_JOURNAL=str(journal))
         t = time.perf_counter()
         srv = run("serve", SERVE, work / "serve" / "cwd", env, str(art))
-        records = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()] if journal.exists() else []
+        records = read_journal(journal)
         print(f"  serve: {time.perf_counter() - t:.1f}s process, first output {srv['first_output_s']:.2f}s, "
               f"imports Inductor: {srv['imports_inductor']}", flush=True)
         checks = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 from .._errors import PrecompileError
 from . import isa
@@ -72,22 +72,26 @@ def _pybinding_templates() -> dict[str, str]:
             ("suffix_template", "call_entry_function", "extra_parse_arg", "entry_function")}
 
 
+def _files(root: str, keep: Callable[[str], bool]) -> list[tuple[str, str, bytes]]:
+    """(file name, path relative to root with '/', bytes) of each kept file, sorted
+    by path."""
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        for fname in files:
+            if keep(fname):
+                full = os.path.join(dirpath, fname)
+                with open(full, "rb") as f:
+                    out.append((fname, os.path.relpath(full, root).replace(os.sep, "/"), f.read()))
+    return sorted(out, key=lambda e: e[1])
+
+
 def _triton_files(root: str) -> list[tuple[str, str, bytes]]:
     out = []
-    if not os.path.isdir(root):
-        return out
-    for dirpath, _dirs, files in os.walk(root):
-        for fname in sorted(files):
-            if fname.endswith(".lock") or fname.startswith("tmp"):
-                continue
-            full = os.path.join(dirpath, fname)
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            with open(full, "rb") as f:
-                data = f.read()
-            if fname.startswith("__grp__") and fname.endswith(".json"):
-                data = _relative_group(data)
-            out.append(("triton", f"triton/{rel}", data))
-    return sorted(out, key=lambda e: e[1])
+    for fname, rel, data in _files(root, lambda f: not f.endswith(".lock") and not f.startswith("tmp")):
+        if fname.startswith("__grp__") and fname.endswith(".json"):
+            data = _relative_group(data)
+        out.append(("triton", f"triton/{rel}", data))
+    return out
 
 
 def _inductor_autotune_files(root: str) -> list[tuple[str, str, bytes]]:
@@ -95,15 +99,8 @@ def _inductor_autotune_files(root: str) -> list[tuple[str, str, bytes]]:
     beside each kernel source, named by the source's hash and the torch build, so
     the path relative to the cache directory is the same on any host). Serving
     finds them instead of benchmarking the kernel's configs on first launch."""
-    out = []
-    for dirpath, _dirs, files in os.walk(root):
-        for fname in sorted(files):
-            if fname.endswith(".best_config"):
-                full = os.path.join(dirpath, fname)
-                rel = os.path.relpath(full, root).replace(os.sep, "/")
-                with open(full, "rb") as f:
-                    out.append(("inductor_autotune", f"inductor/{rel}", f.read()))
-    return sorted(out, key=lambda e: e[1])
+    return [("inductor_autotune", f"inductor/{rel}", data)
+            for _f, rel, data in _files(root, lambda f: f.endswith(".best_config"))]
 
 
 def _relative_group(data: bytes) -> bytes:
@@ -141,6 +138,6 @@ def _requirements(manifest: dict[str, Any]) -> str:
     if manifest["cpp"]:
         flags = " ".join(manifest["isa"]["flags"]) or "no vector extension"
         parts.append(f"C++ kernels: this torch build, {manifest['isa']['vec_isa'] or 'scalar'} CPU ({flags})")
-    if manifest["triton_files"] or manifest.get("inductor_autotune"):
+    if manifest["triton_files"] or manifest["inductor_autotune"]:
         parts.append("Triton kernels: this torch/Triton build and the GPU architecture they were compiled for")
     return "; ".join(parts) or "none (no compiled kernels)"

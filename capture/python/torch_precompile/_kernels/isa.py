@@ -43,21 +43,24 @@ def _x86_checks() -> dict[str, Callable[[], bool]]:
     }
 
 
+def _family(machine: str) -> str:
+    return "x86" if machine in ("x86_64", "AMD64") else machine
+
+
 def missing_flags(recorded: dict[str, Any]) -> list[str]:
     """Flags the recorded decision needs that this CPU lacks (empty: it can serve).
 
-    Another machine type lacks all of them. On a non-x86 machine of the capture's
-    type the flags cannot be read without compiling, so they are taken as present
-    (the torch build, checked separately, fixes the rest)."""
+    Another machine type lacks all of them (a decision recorded without one was
+    taken on x86). On a non-x86 machine of the capture's type the flags cannot be
+    read without compiling, so they are taken as present (the torch build, checked
+    separately, fixes the rest)."""
     flags = list(recorded.get("flags") or [])
     if not flags:
         return []
-    machine = recorded.get("machine")
-    here = platform.machine()
-    x86 = ("x86_64", "AMD64")
-    if machine is not None and machine != here and not (machine in x86 and here in x86):
+    here = _family(platform.machine())
+    if _family(recorded.get("machine") or "x86_64") != here:
         return flags
-    if here not in x86:
-        return flags if machine is None else []
+    if here != "x86":
+        return []
     checks = _x86_checks()
     return [f for f in flags if f not in checks or not checks[f]()]

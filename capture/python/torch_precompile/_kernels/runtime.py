@@ -13,8 +13,7 @@ No torch import at module level: the program has imported torch already.
 from __future__ import annotations
 
 import sys
-import threading
-from typing import Any, Callable
+from typing import Any
 
 from . import restore
 
@@ -99,28 +98,22 @@ class ExternKernels:
 
     def __init__(self, places: dict[str, str]) -> None:
         self._places = dict(places)
-        self._resolved: dict[str, Callable[..., Any]] = {}
-        self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_places", "_resolved", "_lock"):
+        # Only names not yet resolved reach here; each is resolved once and kept
+        # as an instance attribute (racing threads resolve to the same object).
+        if name.startswith("__") or name == "_places":
             raise AttributeError(name)
-        fn = self._resolved.get(name)
-        if fn is None:
-            fn = self._resolve(name)
-            with self._lock:
-                self._resolved[name] = fn
-        return fn
-
-    def _resolve(self, name: str) -> Callable[..., Any]:
         place = self._places.get(name)
         if place is not None:
             import torch
 
-            obj: Any = torch
+            fn: Any = torch
             for part in place.split(".")[1:]:
-                obj = getattr(obj, part)
-            return obj
-        from torch._inductor.select_algorithm import extern_kernels
+                fn = getattr(fn, part)
+        else:
+            from torch._inductor.select_algorithm import extern_kernels
 
-        return getattr(extern_kernels, name)
+            fn = getattr(extern_kernels, name)
+        setattr(self, name, fn)
+        return fn

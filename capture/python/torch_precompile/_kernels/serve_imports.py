@@ -50,12 +50,10 @@ def rewrite(program: str) -> str:
         block.append("    del _PcExternKernels\n")
     block.append("except ImportError:  # run without torch_precompile: Inductor's own\n")
     block += ["    " + line for line in originals.splitlines(keepends=True)]
-    first = spans[0][0]
+    first = spans[0][0]   # the block takes the first import's place
     drop = {i for a, b in spans for i in range(a, b)}
-    out = [line for i, line in enumerate(lines[:first]) if i not in drop]
-    out += block
-    out += [line for i, line in enumerate(lines[first:], first) if i not in drop]
-    return "".join(out)
+    rest = [line for i, line in enumerate(lines[first:], first) if i not in drop]
+    return "".join(lines[:first] + block + rest)
 
 
 def extern_places(program: str) -> dict[str, str]:
