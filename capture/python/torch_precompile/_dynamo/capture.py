@@ -142,17 +142,17 @@ class DynamoCapture(Capture):
                 "capture: nothing was captured; call the capture with your example "
                 "arguments inside the `with` block before it exits"
             )
-        code, entries, summary = render(
+        code, entries, summary, reasons = render(
             session, fn_name=self._fn_name,
             bundle=kernel_bundle() if self._backend == "inductor" else None,
         )
-        self._gate(summary)
+        self._gate(summary, reasons)
         kernels, meta = self._kernel_entries()
         cache = _artifact.encode_cache(code, backend=self._backend, tracer="dynamo",
                                        entries=[*entries, *kernels], meta=meta)
         _artifact.write_pair(self._artifact_path, self._cache_path, code, cache)
 
-    def _gate(self, s: PrecompileSummary) -> None:
+    def _gate(self, s: PrecompileSummary, reasons: dict[tuple[str, str], str]) -> None:
         """The DynamoTracer require_* gates, checked before anything is written."""
         t = self._tracer
         if t.require_complete:
@@ -172,12 +172,13 @@ class DynamoCapture(Capture):
                     f"Summary: {s}"
                 )
         if t.require_no_risky_drops and s.risky_dropped_guards:
-            risky = [f"{g} {src}" for g, src in s.risky_dropped_guards]
+            risky = [f"{g} {src} ({reasons.get((g, src), 'risky')})" for g, src in s.risky_dropped_guards]
             raise PrecompileError(
                 f"capture: refusing to write an artifact of {self._fn_name}: dropped guards "
                 f"{risky} told captured variants apart or hang off a configuration-chosen "
                 "slot, and the artifact will not check them, so a serving process could run "
                 "the wrong graph without an error. Keep those guards (guard_filter_fn), make "
-                "the slot fixed, or pass DynamoTracer(require_no_risky_drops=False) to accept "
-                "the risk (the drops are listed in the artifact's RISKY_DROPPED_GUARDS)."
+                "the slot fixed (a module-level def or class the artifact can check by name), "
+                "or pass DynamoTracer(require_no_risky_drops=False) to accept the risk (the "
+                "drops are listed in the artifact's RISKY_DROPPED_GUARDS)."
             )

@@ -82,9 +82,76 @@ def _pc_seed(scope, name, value):
     scope[name] = value
 
 
+def _pc_minted(module_name, scope):
+    # Values Dynamo bound by id (e.g. ___module_collections_<id>_c0): the
+    # package does not record them, so the capture wrote a recipe for each.
+    for name, recipe in _pc_unpack(_MINTED).get(module_name, {}).items():
+        _pc_seed(scope, name, _pc_make(recipe, f"the global {name!r} of module {module_name!r}"))
+
+
+def _pc_make(recipe, what):
+    """The object a capture-time recipe names: ("module", name), ("globals",
+    module) or ("attr", module, qualname)."""
+    try:
+        value = _importlib.import_module(recipe[1])
+        if recipe[0] == "globals":
+            value = vars(value)
+        elif recipe[0] == "attr":
+            for part in recipe[2].split("."):
+                value = getattr(value, part)
+    except (ImportError, AttributeError) as e:
+        _pc_fail(f"cannot re-create {what} from {recipe!r} ({e}); serve with the captured "
+                 "packages installed")
+    return value
+
+
+def _pc_pins(frame, scope):
+    """The frame's pinned bindings: dropped identity guards the artifact checks by
+    name (a registry entry must still hold the function it held at capture).
+    Returns None or a callable that raises naming the first binding that moved."""
+    pins = frame.get("pins") or []
+    if not pins:
+        return None
+    import builtins as _builtins
+
+    want = [_pc_make(recipe, f"the binding {expr}") for expr, recipe in pins]
+    reads = [eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
+             for expr, _recipe in pins]
+
+    def check(f_locals):
+        for read, obj, (expr, recipe) in zip(reads, want, pins):
+            try:
+                ok = read(scope, f_locals) is obj
+            except Exception:  # noqa: BLE001 - a binding that is gone has moved
+                ok = False
+            if not ok:
+                _pc_fail(f"{expr} no longer holds {'.'.join(recipe[1:])}, the object the "
+                         f"capture compiled {frame['name']!r} against (a registration or "
+                         "setting changed it); capture again with this configuration")
+    return check
+
+
 def _pc_builtins(scope):
     b = scope["__builtins__"]
     return b if isinstance(b, dict) else b.__dict__
+
+
+def _pc_host_state(state):
+    """Serve on this host's thread count: Dynamo's GLOBAL_STATE guard records
+    torch.get_num_threads() with grad mode, autocast, default dtype and the
+    determinism/precision flags, but the thread count describes the host (a
+    torchrun worker gets 1), not the computation. Every other field stays
+    checked."""
+    import json as _json
+
+    guard = getattr(state.output_graph, "global_state_guard", None)
+    if guard is None:
+        return state
+    fields = _json.loads(guard.__getstate__())
+    if "num_threads" in fields:
+        fields["num_threads"] = _torch.get_num_threads()
+        guard.__setstate__(_json.dumps(fields))
+    return state
 
 
 def _pc_bind(signature, code, args, kwargs):
@@ -125,6 +192,7 @@ def _pc_standalone():
             scope = scopes[frame["module"]] = vars(_pc_import(frame["module"]))
             for backend_id, fn in graphs.items():
                 _pc_seed(scope, backend_id, fn)
+            _pc_minted(frame["module"], scope)
         for alias, module_name in frame["imports"].items():
             _pc_seed(scope, alias, _pc_import(module_name))
         return scope
@@ -177,18 +245,24 @@ def _pc_standalone():
                 f.__kwdefaults__ = dict(kwdefaults)
             return f
 
-        variants = []
-        for guards_blob, body in frame["variants"]:
-            state = load_guards_state(guards_blob)
-            key = state.output_graph.name_of_builtins_dict_key_in_fglobals
-            if key:
-                if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
-                    _pc_fail(f"{key!r} in module {frame['module']!r} is bound to something "
-                             "other than the builtins dict the guards read through")
-                _pc_seed(scope, key, _pc_builtins(scope))
-            manager = load_guard_manager(state, target, scope)
-            variants.append((manager, SerializedCode.to_code_object(body)))
+        def load_variants():
+            out = []
+            for guards_blob, body in frame["variants"]:
+                state = _pc_host_state(load_guards_state(guards_blob))
+                key = state.output_graph.name_of_builtins_dict_key_in_fglobals
+                if key:
+                    if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
+                        _pc_fail(f"{key!r} in module {frame['module']!r} is bound to something "
+                                 "other than the builtins dict the guards read through")
+                    _pc_seed(scope, key, _pc_builtins(scope))
+                manager = load_guard_manager(state, target, scope)
+                out.append((manager, SerializedCode.to_code_object(body)))
+            return out
+
+        variants = load_variants()
+        threads = [_torch.get_num_threads()]
         signature = _inspect.signature(function(target, tuple(_types.CellType() for _ in target.co_freevars) or None))
+        pinned = _pc_pins(frame, scope)
 
         def call(bound, closure, args, kwargs):
             f_locals = {}
@@ -198,12 +272,20 @@ def _pc_standalone():
                 except ValueError:
                     pass  # unbound at the break, as in a real frame's locals
             f_locals.update(_pc_bind(signature, target, args, kwargs))
+            if pinned is not None:
+                pinned(f_locals)
             # A tag-safe root's fast path can refuse once without running its
             # tree and disarm itself, so a miss is checked a second time.
             for _ in range(2):
                 for manager, fn in bound:
                     if manager.check(f_locals):
                         return fn(*args, **kwargs)
+            if _torch.get_num_threads() != threads[0]:
+                # The thread count moved since the guards were built for it.
+                threads[0] = _torch.get_num_threads()
+                variants[:] = load_variants()
+                bound[:] = bind(closure)
+                return call(bound, closure, args, kwargs)
             failures = []
             for i, (manager, _fn) in enumerate(bound):
                 info = manager.check_verbose(f_locals)
@@ -275,8 +357,17 @@ def _pc_install():
     cache_entry = _pc_unpack(_PACKAGE)
     backends = {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
     try:
+        for module_name in _pc_unpack(_MINTED):
+            _pc_minted(module_name, vars(_pc_import(module_name)))
         package = CompilePackage(fn, cache_entry)
-        package.install(backends)
+        import torch._dynamo.package as _package_module
+
+        load_state = _package_module.load_guards_state
+        _package_module.load_guards_state = lambda blob: _pc_host_state(load_state(blob))
+        try:
+            package.install(backends)
+        finally:
+            _package_module.load_guards_state = load_state
     except _PrecompileError:
         raise
     except Exception as e:

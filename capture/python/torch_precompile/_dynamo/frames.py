@@ -101,6 +101,28 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
     return records
 
 
+def minted_globals(records: list[dict[str, Any]]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """module -> {name: recipe} for the by-id globals the compiled frames'
+    bytecode loads, after checking every Dynamo-minted name each loads is one
+    the driver seeds (raises PrecompileError naming the first gap)."""
+    from torch._dynamo.package import SerializedCode
+
+    from . import minted
+
+    backends = {b for r in records for b in r["backend_ids"]}
+    resumes = {n for r in records for n in r["resume_names"]}
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for r in records:
+        if r["kind"] != COMPILED:
+            continue
+        loaded = minted.loaded_globals(SerializedCode.to_code_object(body) for _, body in r["variants"])
+        recipes = minted.by_id_recipes(r["name"], r["module"], loaded)
+        minted.check_covered(r["name"], r["module"], loaded,
+                             backends | resumes | set(r["imports"]) | set(recipes))
+        out.setdefault(r["module"], {}).update(recipes)
+    return out
+
+
 def _named_globals(record: dict[str, Any]) -> set[str]:
     from torch._dynamo.package import SerializedCode
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import types
+import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
@@ -82,7 +83,8 @@ class Fact(NamedTuple):
     code: str
     value: str
     enforced: bool
-    lint_risky: bool  # dropped, and the lint (or a caller's override) calls it risky
+    risk: str  # dropped, and why the lint (or a caller's override) calls it risky; "" if not
+    pin: tuple[str, tuple[str, ...]] | None  # how the artifact checks a risky drop by name
 
 
 def pins_a_value(guard_type: str, source: str) -> bool:
@@ -102,9 +104,11 @@ class Ledger:
     their guards are never checked, so they are left out of the report.
     """
 
-    def __init__(self, package: Any, user_filter: Filter | None) -> None:
+    def __init__(self, package: Any, user_filter: Filter | None, *, warn_risky: bool = False) -> None:
         self._package = package
         self._user_filter = user_filter
+        self._warn_risky = warn_risky
+        self._warned: set[str] = set()
         # frame -> one fact set per compile (variant) of it
         self.variants: dict[FrameKey, list[frozenset[Fact]]] = {}
 
@@ -116,21 +120,32 @@ class Ledger:
             )
         default = default_filter(entries) if self._user_filter else decisions
         current = self._package.current_entry
-        module = current.python_module if current is not None else ""
-        try:
-            namespaces = _namespaces(entries)
-        except Exception:  # noqa: BLE001 - no trusted namespace: every drop judged a slot
-            namespaces = {}
         facts = set()
         for keep, by_default, e in zip(decisions, default, entries):
-            # A drop the default filter would not make is the caller's choice,
-            # and nothing here can tell what it gave up: risky by construction.
-            risky = not keep and (by_default or _configuration_slot(e, namespaces, module))
+            why, pin = "", None
+            if not keep:
+                # A drop the default filter would not make is the caller's choice,
+                # and nothing here can tell what it gave up: risky by construction.
+                why, pin = ("guard_filter_fn dropped a guard the default filter keeps", None) \
+                    if by_default else _judge(e)
             code = " ; ".join(normalize(p) for p in (e.code_parts or ()))
-            facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, risky))
+            facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin))
         key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
         self.variants.setdefault(key, []).append(frozenset(facts))
+        if self._warn_risky:
+            self._warn_early(facts)
         return decisions
+
+    def _warn_early(self, facts: set[Fact]) -> None:
+        """Say now, not after every remaining compile, that the write will refuse."""
+        new = {f"{f.guard_type} {f.source}: {f.risk}" for f in facts if f.risk and f.pin is None} - self._warned
+        if new:
+            self._warned |= new
+            warnings.warn(
+                "DynamoTracer(require_no_risky_drops=True): this capture will refuse to write its "
+                f"artifact, it dropped risky guards the artifact cannot check: {sorted(new)}",
+                RuntimeWarning, stacklevel=2,
+            )
 
     def _frames(self, skip: set[FrameKey]) -> list[list[frozenset[Fact]]]:
         return [v for k, v in self.variants.items() if k not in skip]
@@ -155,20 +170,41 @@ class Ledger:
                         out.setdefault((f.guard_type, f.source), f.code)
         return out
 
-    def risky(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
-        """Lint findings plus every dropped slot whose value told a frame's
-        variants apart (present in several variants with different values)."""
-        risky: set[Slot] = set()
-        for vs in self._frames(skip):
+    def risky(self, skip: set[FrameKey] = frozenset(), *, pins_checked: bool = True) -> dict[Slot, str]:
+        """Risky slot -> why: lint findings the artifact does not check by name
+        (``pins_checked``: the serving mode checks pins), plus every dropped slot
+        whose value told a frame's variants apart."""
+        risky: dict[Slot, str] = {}
+        for key, vs in self.variants.items():
+            if key in skip:
+                continue
+            pinned = self._pinned(vs) if pins_checked else {}
             seen: dict[Slot, set[str]] = {}
             for fs in vs:
                 for f in fs:
-                    if not f.enforced:
-                        seen.setdefault((f.guard_type, f.source), set()).add(f.value)
-                        if f.lint_risky:
-                            risky.add((f.guard_type, f.source))
-            risky |= {s for s, values in seen.items() if len(values) > 1}
+                    if f.enforced:
+                        continue
+                    slot = (f.guard_type, f.source)
+                    seen.setdefault(slot, set()).add(f.value)
+                    if f.risk and slot not in pinned:
+                        risky.setdefault(slot, f.risk)
+            for slot, values in seen.items():
+                if len(values) > 1:
+                    risky[slot] = "its value told captured variants apart"
         return risky
+
+    @staticmethod
+    def _pinned(vs: list[frozenset[Fact]]) -> dict[Slot, tuple[str, tuple[str, ...]]]:
+        """Slots every variant of one frame dropped with the same pin."""
+        common: dict[Slot, Any] | None = None
+        for fs in vs:
+            here = {(f.guard_type, f.source): f.pin for f in fs if not f.enforced and f.pin}
+            common = here if common is None else {k: p for k, p in common.items() if here.get(k) == p}
+        return common or {}
+
+    def pins(self, key: FrameKey) -> list[tuple[str, tuple[str, ...]]]:
+        """The (source, recipe) checks the artifact runs for frame ``key``."""
+        return sorted(set(self._pinned(self.variants.get(key, [])).values()))
 
     def wont_generalize(self, skip: set[FrameKey] = frozenset()) -> tuple[str, ...]:
         """Sources some variant pins by value while no variant of the same frame
@@ -183,6 +219,15 @@ class Ledger:
                 generic |= {f.source for f in fs if f.source} - here
             survivors |= pins - generic
         return tuple(sorted(survivors))
+
+
+def _judge(e: Any) -> tuple[str, Any]:
+    """(why risky or "", pin) for a guard the default filter drops."""
+    try:
+        why = risk(e)
+        return (why, pin_of(e)) if why else ("", None)
+    except Exception as err:  # noqa: BLE001 - a source that refuses to be read: fail closed
+        return f"its source could not be judged ({type(err).__name__})", None
 
 
 def _fingerprint(e: Any) -> str:
@@ -214,78 +259,78 @@ def _read_fingerprint(e: Any) -> str:
     return " ; ".join(normalize(p) for p in (e.code_parts or ()))
 
 
-def _library_module(name: str | None) -> bool:
-    """Owned by torch or the standard library: no configuration repoints it."""
-    if not name:
-        return False
-    top = name.partition(".")[0]
-    return top == "torch" or top in sys.stdlib_module_names
+_DICT_READS = ("DictGetItemSource", "DictSubclassGetItemSource", "GetItemSource")
+# Containers whose items are fixed where they are defined: a class dict, a
+# class's MRO, a function's closure or defaults, a module's structure dicts.
+_FIXED_CONTAINERS = ("TypeDictSource", "TypeMROSource", "ClosureSource", "DefaultsSource")
+_STRUCTURE = frozenset({"_modules", "_parameters", "_buffers", "__dict__"})
+_CLASS_LEVEL = ("TypeSource", "TypeDictSource", "TypeMROSource")
 
 
-def _namespaces(entries: Sequence[Any]) -> dict[str, types.ModuleType]:
-    """Guard sources that hold a module bound under its own name (or through
-    Dynamo's ``__import_*`` alias, which is minted from the module name)."""
-    from torch._dynamo.source import AttrSource, GlobalSource
-
-    found: dict[str, types.ModuleType] = {}
-    for e in entries:
-        src = e.orig_guard.originating_source
-        root = src
-        while hasattr(root, "base") and root.base is not None:
-            root = root.base
-        if isinstance(root, GlobalSource) and root.global_name.startswith("__import_"):
-            module = sys.modules.get(root.global_name[len("__import_"):].replace("_dot_", "."))
-            if module is not None:
-                found.setdefault(root.name, module)
-        if not (e.has_value and isinstance(e.value, types.ModuleType)):
-            continue
-        module = e.value
-        if isinstance(src, GlobalSource):
-            if src.global_name == module.__name__.rpartition(".")[2] or _library_module(module.__name__) \
-                    or src.global_name.startswith("__import_"):
-                found[src.name] = module
-        elif isinstance(src, AttrSource) and src.base.name in found:
-            parent = found[src.base.name]
-            if _library_module(module.__name__) or module.__name__ in (
-                    src.member, f"{parent.__name__}.{src.member}"):
-                found[src.name] = module
-    return found
+def _chain(src: Any) -> list[Any]:
+    """A source's steps, root first."""
+    out = [src]
+    while getattr(out[-1], "base", None) is not None:
+        out.append(out[-1].base)
+    return out[::-1]
 
 
-def _configuration_slot(e: Any, namespaces: dict[str, types.ModuleType], module: str) -> bool:
+def _fixed_container(parent: Any) -> bool:
+    kind = type(parent).__name__
+    if kind in _FIXED_CONTAINERS:
+        return True
+    if kind == "GlobalSource":
+        return parent.global_name.startswith("__builtins_dict__")
+    return kind in ("AttrSource", "GenericAttrSource") and parent.member in _STRUCTURE
+
+
+def risk(e: Any) -> str | None:
+    """Why a guard the default filter drops hangs off a slot the serving process
+    can fill differently (a registry or configuration read), or None when it
+    guards a binding fixed once its module and classes are imported: a module
+    attribute (re-exports included), Dynamo's by-id globals and import aliases,
+    anything read off a class (``model.__class__``, ``type(m).__dict__[...]``,
+    an MRO entry, a method's closure cell or code). A lint, not a proof."""
+    steps = _chain(e.orig_guard.originating_source)
+    root = steps[0]
+    if type(root).__name__ == "LocalSource" and root.local_name == "__nested_resume_fns":
+        return None  # Dynamo's own list of generated continuations
+    class_level = False
+    for parent, step in zip(steps, steps[1:]):
+        kind = type(step).__name__
+        if kind in _CLASS_LEVEL:
+            class_level = True
+        if kind in _DICT_READS and not _fixed_container(parent) and not (
+                kind == "GetItemSource" and isinstance(step.index, int)):
+            return (f"reads the registry or configuration dict entry {slot_source(step.name)}, "
+                    "which a registration or setting in the serving process can change")
+    leaf = steps[-1]
+    if (type(root).__name__ == "LocalSource" and type(leaf).__name__ == "AttrSource" and not class_level
+            and not (leaf.member.startswith("__") and leaf.member.endswith("__"))):
+        return (f"reads the instance attribute {slot_source(leaf.name)}, which configuration "
+                "chooses per instance")
+    return None
+
+
+# Identifiers a pinned source may use: Dynamo's scope dicts and the builtins its
+# source names spell (dict(type(x).__dict__)).
+_PIN_NAMES = frozenset({"G", "L", "dict", "type"})
+
+
+def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
+    """(source expression, recipe) that lets the artifact check a dropped identity
+    guard by name: the source must still hold the object importable under the
+    name it held at capture. None when the value has no importable name or the
+    source is not a plain expression over the frame's globals and locals."""
+    from .minted import loaded_globals, recipe
+
+    if not e.has_value or isinstance(e.value, types.ModuleType):
+        return None
+    r = recipe(e.value)
+    if r is None or r[0] != "attr":
+        return None
     try:
-        return _reads_a_slot(e, namespaces, module)
-    except Exception:  # noqa: BLE001 - a value that refuses attribute reads: fail closed
-        return True
-
-
-def _reads_a_slot(e: Any, namespaces: dict[str, types.ModuleType], module: str) -> bool:
-    """Whether a dropped guard hangs off a slot configuration could fill differently
-    on the serving machine (an instance attribute, a closure cell, an aliased or
-    re-exported import), rather than off a fixed binding: a module namespace, a
-    library function read off its own module, a builtin, or a def bound under its
-    own name in the module that reads it. A lint, not a proof."""
-    from torch._dynamo.source import AttrSource, DictGetItemSource, GetItemSource, GlobalSource, LocalSource
-
-    src = e.orig_guard.originating_source
-    base = src.base if isinstance(src, GetItemSource) and isinstance(src.index, int) else src
-    if isinstance(base, LocalSource) and base.local_name == "__nested_resume_fns":
-        return False  # Dynamo's own list of generated continuations
-    if src.name in namespaces:
-        return False
-    if not e.has_value:
-        return True
-    value = e.value
-    owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-    if isinstance(value, types.ModuleType) and _library_module(value.__name__):
-        return False
-    if isinstance(src, DictGetItemSource) and isinstance(src.base, GlobalSource) \
-            and src.base.global_name.startswith("__builtins_dict__"):
-        return not (owner == "builtins" and getattr(value, "__name__", None) == src.index)
-    if isinstance(src, AttrSource) and src.base.name in namespaces:
-        ns = namespaces[src.base.name]
-        return not (_library_module(ns.__name__)
-                    or (owner == ns.__name__ and getattr(value, "__qualname__", None) == src.member))
-    if isinstance(src, GlobalSource) and getattr(value, "__name__", None) == src.global_name:
-        return not (_library_module(owner) or owner == module)
-    return True
+        names = loaded_globals([compile(e.name, "<pin>", "eval")])
+    except SyntaxError:
+        return None
+    return (e.name, r) if names <= _PIN_NAMES else None

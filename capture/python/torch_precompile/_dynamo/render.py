@@ -140,9 +140,10 @@ def kernel_bundle() -> bytes | None:
 
 
 def render(session: Any, *, fn_name: str, bundle: bytes | None
-           ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary]:
-    """(python_code, cache entries, summary) for everything the session captured."""
-    from .summary import summarize
+           ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary, dict[tuple[str, str], str]]:
+    """(python_code, cache entries, summary, why each risky slot is risky) for
+    everything the session captured."""
+    from .summary import risky_reasons, summarize
 
     entry = session.package.cache_entry()
     payloads, missing = _frames.backend_payloads(session)
@@ -150,12 +151,19 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     summary = summarize(session, records)
     _frames.check_entry(records, fn_name)
     mode = _frames.serving_mode(records)
+    reasons = risky_reasons(session, records)
+    for r in records:
+        r["pins"] = session.ledger.pins(r["key"]) if r["kind"] == _frames.COMPILED else []
     meta = metadata(session, records, summary, mode, fn_name)
+    meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
+    meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, ".".join(rc[1:])) for r in records
+                                                        for expr, rc in r["pins"]})]
     sections = [("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments")]
     if mode == "standalone":
         sections.append(("_FRAMES", records, "frame records"))
     else:
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
+    sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
     sections.append(("_BACKENDS", payloads, "compiled graphs"))
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
@@ -179,4 +187,4 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     entries = []
     if bundle:
         entries.append(("inductor_bundle", "inductor/cache_artifacts.bin", bundle))
-    return code, entries, summary
+    return code, entries, summary, reasons

@@ -83,7 +83,7 @@ class Session:
         self.backend = backend
         self.tracer = tracer
         self.package = CompilePackage(fn)
-        self.ledger = Ledger(self.package, tracer.guard_filter_fn)
+        self.ledger = Ledger(self.package, tracer.guard_filter_fn, warn_risky=tracer.require_no_risky_drops)
         # backend id -> the AOTAutograd bundle recorded for it (inductor)
         self.artifacts: dict[str, Any] = {}
         self.truncated: set[str] = set()

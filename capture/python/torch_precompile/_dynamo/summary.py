@@ -25,6 +25,7 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
     # A graphless frame served as plain Python checks none of its guards.
     skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
     dropped = ledger.dropped(skip)
+    risky = risky_reasons(session, records)
     code = ledger.dropped_code(skip)
     return PrecompileSummary(
         frames=len(records),
@@ -37,8 +38,17 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
         wont_generalize=ledger.wont_generalize(skip),
         dropped_guards=tuple(sorted(dropped)),
         kept_guards=tuple(sorted(ledger.kept(skip))),
-        risky_dropped_guards=tuple(sorted(ledger.risky(skip) & dropped)),
+        risky_dropped_guards=tuple(sorted(set(risky) & dropped)),
         policy_dropped_guards=(),
         dropped_guard_code=tuple((t, src, code[(t, src)]) for t, src in sorted(dropped) if (t, src) in code),
         capture_errors=tuple(session.errors),
     )
+
+
+def risky_reasons(session: Any, records: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Risky dropped slot -> why. Only a standalone artifact checks pinned
+    bindings (its driver sees every call's locals), so under installed serving
+    a pinned registry read stays risky."""
+    skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
+    standalone = _frames.serving_mode(records) == "standalone"
+    return session.ledger.risky(skip, pins_checked=standalone)
