@@ -79,3 +79,7 @@ def lm_train(model, ids):
     out = model(input_ids=ids, labels=ids, use_cache=False)
     out.loss.backward()
     return out.loss.detach()
+
+
+def lm_full(model, ids):
+    return model(input_ids=ids)

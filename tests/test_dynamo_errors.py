@@ -55,11 +55,12 @@ def gap():
             pass
 print("COMPLETE |", refused(gap), "|", os.path.exists(f"{{out}}/raised.py"))
 
-# require_no_risky_drops: a Python function in a module attribute is a slot
-# configuration fills; its identity guard cannot be serialized.
+# require_no_risky_drops: a Python function in an instance attribute is a slot
+# configuration fills; its identity guard cannot be serialized, and a function
+# built at run time cannot be pinned by name either.
 def risky():
     with tp.capture(dm.step, **paths("risky"), backend="eager") as cap:
-        cap(dm.Activation(dm.my_act), torch.randn(2, 8))
+        cap(dm.Activation(dm.scaled_act(2.0)), torch.randn(2, 8))
 print("RISKY |", refused(risky), "|", os.path.exists(f"{{out}}/risky.py"))
 
 # A refused save() writes nothing and the capture stays open; the last good
@@ -116,6 +117,7 @@ def test_fn_refusals_and_write_gates(tmp_path) -> None:
     assert "require_complete=False" in complete and complete.endswith("| False")
     risky = lines["RISKY"]
     assert "CLOSURE_MATCH model.act" in risky and "require_no_risky_drops=False" in risky
+    assert "instance attribute model.act" in risky
     assert risky.endswith("| False")
     assert "CLOSURE_MATCH model.act" in lines["SAVE"]
     assert "('CLOSURE_MATCH', 'model.act')" in lines["RISKY_SLOTS"]

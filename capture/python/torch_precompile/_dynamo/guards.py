@@ -329,8 +329,9 @@ def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
     r = recipe(e.value)
     if r is None or r[0] != "attr":
         return None
+    expr = e.orig_guard.originating_source.name  # L['model'].act (the entry's name drops L[...])
     try:
-        names = loaded_globals([compile(e.name, "<pin>", "eval")])
+        names = loaded_globals([compile(expr, "<pin>", "eval")])
     except SyntaxError:
         return None
-    return (e.name, r) if names <= _PIN_NAMES else None
+    return (expr, r) if names <= _PIN_NAMES else None

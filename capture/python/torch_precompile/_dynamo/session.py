@@ -35,7 +35,12 @@ def capture_config() -> Iterator[None]:
     - ``bypass_autograd_cache_key``: a graph the cache declines to key would
       never be saved; the artifact is addressed by backend id instead;
     - ``allow_empty_graphs``: an empty frame still records its guards as a
-      variant instead of being skipped for good on its code object.
+      variant instead of being skipped for good on its code object;
+    - ``reorderable_logging_functions``: a ``logger.warning(...)`` (or a library's
+      ``warning_once``) inside the model runs after the graph instead of breaking
+      it. A break there is one Dynamo cannot resume from inside an inlined call,
+      so it splits the caller into frames of its own, down to dataclass
+      ``__init__``s no artifact can name (transformers' ``loss_function`` warns).
     """
     import torch
     import torch._functorch.config as functorch_config
@@ -49,9 +54,21 @@ def capture_config() -> Iterator[None]:
     with (
         functorch_config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True,
                                bypass_autograd_cache_key=True),
-        torch._dynamo.config.patch(allow_empty_graphs=True),
+        torch._dynamo.config.patch(allow_empty_graphs=True,
+                                   reorderable_logging_functions=_reorderable_logging()),
     ):
         yield
+
+
+def _reorderable_logging() -> set[Any]:
+    """The configured reorderable logging functions plus every logging method of
+    ``logging.Logger``, those libraries attach included (``warning_once``)."""
+    import torch
+
+    methods = {getattr(logging.Logger, name) for name in
+               ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log")}
+    methods |= {v for k, v in vars(logging.Logger).items() if k.endswith("_once") and callable(v)}
+    return set(torch._dynamo.config.reorderable_logging_functions) | methods
 
 
 class _LimitWatch(logging.Handler):
@@ -83,6 +100,7 @@ class Session:
         self.backend = backend
         self.tracer = tracer
         self.package = CompilePackage(fn)
+        _name_frames_torch_cannot(self.package)
         self.ledger = Ledger(self.package, tracer.guard_filter_fn, warn_risky=tracer.require_no_risky_drops)
         # backend id -> the AOTAutograd bundle recorded for it (inductor)
         self.artifacts: dict[str, Any] = {}
@@ -114,10 +132,15 @@ class Session:
             with capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
+            if type(e).__name__ == "PackageError":
+                e = PrecompileError(
+                    f"capture: Dynamo's package refused a frame of {self.fn.__module__}."
+                    f"{self.fn.__qualname__} ({e}); capture with MakeFxTracer, or keep that "
+                    "code out of fn")
             message = f"{type(e).__name__}: {e}"
             if message not in self.errors:
                 self.errors.append(message)
-            raise
+            raise e
         finally:
             logger.removeHandler(watch)
             self._take_artifacts()
@@ -132,3 +155,62 @@ class Session:
                 artifact = PrecompileContext.take_artifact(backend_id)
                 if artifact is not None:
                     self.artifacts[backend_id] = artifact
+
+
+def _name_frames_torch_cannot(package: Any) -> None:
+    """Teach the package to name frames its resolver cannot: a property's getter,
+    setter or deleter and a classmethod's function (``PreTrainedModel.loss_function``
+    is a property). The name is a getattr chain from the module, which is how an
+    installed artifact finds the live code object again. A frame neither can
+    name is refused by name as a PrecompileError, not as a raw PackageError."""
+    add = package._add_user_function
+
+    def add_user_function(code: Any) -> None:
+        from torch._dynamo.exc import PackageError
+
+        try:
+            return add(code)
+        except PackageError as e:
+            named = _static_name(code)
+            if named is None:
+                raise PrecompileError(
+                    f"capture: Dynamo compiled {code.co_qualname} ({code.co_filename}:"
+                    f"{code.co_firstlineno}) as a frame of its own, and the artifact cannot name "
+                    f"it to find it again in a serving process ({e}). Call it from a function "
+                    "Dynamo can name (a module-level def or a method), or capture with MakeFxTracer"
+                ) from None
+        from torch._dynamo.package import _FunctionId
+
+        module, function_name, code_source = named
+        package._add_function(code, module, function_name=_FunctionId(function_name), code_source=code_source)
+
+    package._add_user_function = add_user_function
+
+
+def _static_name(code: Any) -> tuple[str, str, str] | None:
+    """(module, getattr path, code_source) of a code object held by a property
+    or classmethod along its qualified name, or None."""
+    import inspect
+
+    module = inspect.getmodule(code)
+    if module is None:
+        return None
+    obj: Any = module
+    parts = code.co_qualname.split(".")
+    for i, part in enumerate(parts):
+        try:
+            static = inspect.getattr_static(obj, part)
+        except AttributeError:
+            return None
+        path = ".".join(parts[: i + 1])
+        if isinstance(static, property):
+            for accessor in ("fget", "fset", "fdel"):
+                if getattr(getattr(static, accessor), "__code__", None) is code:
+                    return module.__name__, path, f"{accessor}.__code__"
+            return None
+        if isinstance(static, classmethod) and getattr(static.__func__, "__code__", None) is code:
+            return module.__name__, path, "__func__.__code__"
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return None

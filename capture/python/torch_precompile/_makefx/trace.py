@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from typing import Any, Callable
 
 import torch
@@ -114,6 +115,7 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                 "gradients are carried. Register it as an nn.Parameter instead."
             )
         result_flat, out_spec = pytree.tree_flatten(result)
+        _refuse_opaque_outputs(result, result_flat)
         state["out_spec"] = out_spec
         state["result"] = result
         state["grad_idx"] = [i for i, g in enumerate(grads) if g is not None]
@@ -142,7 +144,7 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                 ) from e
         else:
             example_inputs = real_flat
-            with torch.enable_grad():
+            with torch.enable_grad(), _data_dependence_refused():
                 gm = make_fx(flat_fn, decomposition_table=decompositions,
                              tracing_mode="real")(*real_flat)
     finally:
@@ -165,6 +167,46 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
         result=result,
         dynamic=dynamic,
     )
+
+
+_OUTPUT_LEAVES = (torch.Tensor, type(None), bool, int, float, str, torch.dtype, torch.device)
+_TRACED_VALUE = re.compile(r"get value out of a tracing tensor with (?P<op>\S+?)(?: -|$)")
+
+
+def _refuse_opaque_outputs(result: Any, leaves: list[Any]) -> None:
+    """An output pytree cannot flatten reaches make_fx as one opaque leaf, which
+    it cannot return from a graph; name it, where it sits, and what to do."""
+    if all(isinstance(leaf, _OUTPUT_LEAVES) for leaf in leaves):
+        return
+    for path, leaf in pytree.tree_flatten_with_path(result)[0]:
+        if not isinstance(leaf, _OUTPUT_LEAVES):
+            kind = type(leaf)
+            raise PrecompileError(
+                f"capture: fn's output holds a {kind.__module__}.{kind.__qualname__} at "
+                f"output{pytree.keystr(path)}, which pytree cannot flatten (no pytree node is "
+                "registered for it), so make_fx cannot return it from the graph. Return only "
+                "tensors and plain values (for a transformers model pass use_cache=False, or "
+                "return out.logits), register the type with torch.utils._pytree, or capture "
+                "with DynamoTracer"
+            )
+
+
+@contextlib.contextmanager
+def _data_dependence_refused() -> Any:
+    """make_fx's real mode cannot read a value out of a traced tensor (``.item()``,
+    ``if t.any():``, a data-dependent size): one trace records one path only."""
+    try:
+        yield
+    except RuntimeError as e:
+        m = _TRACED_VALUE.search(str(e))
+        if m is None:
+            raise
+        raise PrecompileError(
+            f"capture: fn reads a tensor's value while it is traced ({m['op']}: .item(), a "
+            "branch on a tensor, or a size that depends on data), which one MakeFx trace "
+            "cannot record; capture with DynamoTracer (the default), which graph-breaks "
+            "there, or make the computation data-independent"
+        ) from None
 
 
 def _restore_grads(tensors: list[Any], saved: list[Any], *, accumulate: bool) -> None:

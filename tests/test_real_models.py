@@ -1,0 +1,185 @@
+"""Real models we did not write: tiny random-weight Hugging Face transformers
+models (built from configs, no hub), captured with the DEFAULT DynamoTracer and
+the inductor backend in one process each, served in a fresh cold-host process
+(empty Inductor/Triton caches, fresh TMPDIR and cwd) under
+TORCH_PRECOMPILE_NO_COMPILATION=1 and the strict shim, with a journal.
+
+Each serve checks outputs against eager (1e-4), a second shape (served where a
+captured variant covers it, else a PrecompileError naming the failed guard),
+and 0 journal records. The GPT-2 training step checks the loss and every
+parameter's gradient. MakeFx runs where the model allows it, and refuses
+clearly where it does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import read_journal, run_python
+
+pytest.importorskip("transformers")
+
+TESTS = Path(__file__).resolve().parent
+
+pytestmark = pytest.mark.slow
+
+# name -> (builder, step, input maker, [capture calls as (batch, seq)])
+CAPTURE = r"""
+import json, sys, warnings
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import hf_models as hm
+name, out = {name!r}, {out!r}
+build, step, inputs, calls, grad = {spec!r}
+model = getattr(hm, build)()
+fn = getattr(hm, step)
+make = getattr(hm, inputs)
+with warnings.catch_warnings():
+    warnings.simplefilter("error", RuntimeWarning)   # an early "will refuse" warning fails here
+    with (torch.enable_grad() if grad else torch.no_grad()):
+        with tp.capture(fn, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache") as cap:
+            for shape in calls:
+                cap(model, make(*shape))
+            s = cap.summary()
+print("SUMMARY", json.dumps({{"digest": str(s), "complete": s.complete, "risky": s.risky_dropped_guards}}))
+"""
+
+SERVE = r"""
+import copy, json, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import hf_models as hm
+from scenario_tools import assert_close, assert_models_match
+name, out = {name!r}, {out!r}
+build, step, inputs, calls, grad = {spec!r}
+model = getattr(hm, build)()
+fn = getattr(hm, step)
+make = getattr(hm, inputs)
+f = tp.load(f"{{out}}/{{name}}.py", f"{{out}}/{{name}}.cache")
+results = {{}}
+with (torch.enable_grad() if grad else torch.no_grad()):
+    for shape in {serve_shapes!r}:
+        served, ref = copy.deepcopy(model), copy.deepcopy(model)
+        x = make(*shape, seed=7)
+        try:
+            with tp.no_compilation():
+                y = f(served, x)
+        except tp.PrecompileError as e:
+            results[str(shape)] = "REFUSED " + str(e)
+            continue
+        assert_close(y, fn(ref, x.clone()), "inductor", f"{{name}} {{shape}}")
+        if grad:
+            assert_models_match(served, ref, "inductor", f"{{name}} {{shape}} grads")
+            assert all(p.grad is not None for p in served.parameters())
+        results[str(shape)] = "SERVED"
+print("RESULTS", json.dumps(results))
+"""
+
+MODELS = {
+    # gpt2 captures two lengths: the second compiles a dynamic variant that serves a third
+    "gpt2": (("gpt2", "lm_logits", "tokens", [(2, 8), (2, 12)], False), [(2, 8), (2, 12), (2, 10)]),
+    "bert": (("bert", "hidden", "tokens", [(2, 8)], False), [(2, 8), (3, 8)]),
+    "vit": (("vit", "classify", "pixels", [(2,)], False), [(2,), (3,)]),
+    "llama": (("llama", "lm_logits", "tokens", [(2, 8)], False), [(2, 8), (2, 9)]),
+    "gpt2_train": (("gpt2", "lm_train", "tokens", [(2, 8)], True), [(2, 8)]),
+}
+
+
+def cold_host(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    for sub in ("inductor", "triton", "tmp", "cwd"):
+        (tmp_path / sub).mkdir(parents=True)
+    journal = tmp_path / "journal.jsonl"
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "TORCH_PRECOMPILE_NO_COMPILATION": "1",
+        "PRECOMPILE_STRICT": "1",
+        "PRECOMPILE_JOURNAL": str(journal),
+    }, journal
+
+
+def _tagged(stdout: str, tag: str):
+    line = next(line for line in stdout.splitlines() if line.startswith(tag + " "))
+    return json.loads(line[len(tag) + 1:])
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("real_models")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_default_tracer_captures_and_serves_cold(artifacts: Path, tmp_path: Path, name: str) -> None:
+    spec, serve_shapes = MODELS[name]
+    r = run_python(CAPTURE.format(tests=str(TESTS), name=name, out=str(artifacts), spec=spec),
+                   env={"OMP_NUM_THREADS": "2"}).check()
+    summary = _tagged(r.stdout, "SUMMARY")
+    assert summary["complete"] and summary["risky"] == [], summary
+    text = (artifacts / f"{name}.py").read_text()
+    assert "SERVING_MODE = 'standalone'" in text
+    # Served on a host with another thread count than the capture's (a torchrun worker's).
+    env, journal = cold_host(tmp_path)
+    env["OMP_NUM_THREADS"] = "1"
+    r = run_python(SERVE.format(tests=str(TESTS), name=name, out=str(artifacts), spec=spec,
+                                serve_shapes=serve_shapes),
+                   preload=True, env=env, cwd=tmp_path / "cwd").check()
+    results = _tagged(r.stdout, "RESULTS")
+    assert results[str(serve_shapes[0])] == "SERVED", results
+    assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
+    if name == "gpt2":
+        # the dynamic variant the second capture call compiled covers a length never captured
+        assert set(results.values()) == {"SERVED"}, results
+    elif len(serve_shapes) > 1:
+        refused = results[str(serve_shapes[1])]
+        assert refused.startswith("REFUSED") and "failed guards" in refused and "size mismatch" in refused, refused
+
+
+MAKEFX = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import copy, torch, torch_precompile as tp
+import hf_models as hm
+out = {out!r}
+def refused(fn):
+    try:
+        fn()
+    except tp.PrecompileError as e:
+        return str(e)
+    return "NOT REFUSED"
+gpt2 = hm.gpt2()
+def capture(step, model, x, name):
+    with tp.capture(step, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",
+                    tracer=tp.MakeFxTracer()) as cap:
+        return cap(model, x)
+with torch.no_grad():
+    print("CACHE |", refused(lambda: capture(hm.lm_full, gpt2, hm.tokens(2, 8), "cache")))
+print("DATA |", refused(lambda: capture(hm.lm_train, gpt2, hm.tokens(2, 8), "data")))
+bert = hm.bert()
+x = hm.tokens(2, 8)
+with torch.no_grad():
+    y = capture(hm.hidden, bert, x, "bert")
+    torch.testing.assert_close(y, hm.hidden(copy.deepcopy(bert), x), atol=1e-4, rtol=1e-4)
+print("captured")
+"""
+
+
+def test_makefx_on_real_models(tmp_path: Path) -> None:
+    r = run_python(MAKEFX.format(tests=str(TESTS), out=str(tmp_path))).check()
+    lines = {line.split(" | ")[0]: line for line in r.stdout.splitlines() if " | " in line}
+    cache = lines["CACHE"]
+    assert "transformers.cache_utils.DynamicCache" in cache and "output['past_key_values']" in cache, cache
+    assert "use_cache=False" in cache and "DynamoTracer" in cache
+    data = lines["DATA"]
+    assert "aten._local_scalar_dense" in data and "DynamoTracer" in data, data
+    assert "captured" in r.stdout
+    env, journal = cold_host(tmp_path / "serve")
+    r = run_python(SERVE.format(tests=str(TESTS), name="bert", out=str(tmp_path),
+                                spec=("bert", "hidden", "tokens", [], False), serve_shapes=[(2, 8)]),
+                   preload=True, env=env, cwd=tmp_path / "serve" / "cwd").check()
+    assert _tagged(r.stdout, "RESULTS") == {"(2, 8)": "SERVED"}
+    # (no HEAVY check: transformers itself imports torch._dynamo and torch._inductor)
+    assert read_journal(journal) == []
