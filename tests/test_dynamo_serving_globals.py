@@ -76,3 +76,40 @@ def test_by_id_globals_pins_and_thread_count(tmp_path: Path) -> None:
     assert "GLOBAL_STATE changed: deterministic_algorithms" in lines["DETERMINISTIC"], lines["DETERMINISTIC"]
     moved = lines["MOVED"]
     assert "L['model'].act no longer holds dyn_models.my_act" in moved, moved
+
+
+UNNAMED = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import frame_models as fm
+try:
+    with tp.capture(fm.calls_made, artifact_path={out!r} + "/u.py", cache_path={out!r} + "/u.cache",
+                    backend="eager") as cap:
+        cap(torch.ones(2))
+except tp.PrecompileError as e:
+    print("REFUSED |", e)
+"""
+
+
+def test_a_frame_no_import_can_name_is_refused_by_name(tmp_path: Path) -> None:
+    r = run_python(UNNAMED.format(tests=str(TESTS), out=str(tmp_path))).check()
+    line = next(line for line in r.stdout.splitlines() if line.startswith("REFUSED |"))
+    assert "Dynamo compiled made (<string>:1) as a frame of its own" in line, line
+    assert "MakeFxTracer" in line and "PackageError" not in line
+    assert not (tmp_path / "u.py").exists()
+
+
+def test_property_and_classmethod_frames_are_named_through_their_class() -> None:
+    import frame_models as fm
+    from torch_precompile._dynamo.session import _static_name
+
+    for code, want in ((fm.Holder.scale.fget.__code__, ("frame_models", "Holder.scale", "fget.__code__")),
+                       (fm.Holder.build.__func__.__code__, ("frame_models", "Holder.build", "__func__.__code__"))):
+        assert _static_name(code) == want
+        # the path an installed artifact walks (torch's _lookup_code) finds the same code
+        obj = fm
+        for part in [*want[1].split("."), *want[2].split(".")]:
+            obj = getattr(obj, part)
+        assert obj is code
+    assert _static_name(fm.made.__code__) is None
