@@ -118,6 +118,8 @@ def test_fn_refusals_and_write_gates(tmp_path) -> None:
     risky = lines["RISKY"]
     assert "CLOSURE_MATCH model.act" in risky and "require_no_risky_drops=False" in risky
     assert "instance attribute model.act" in risky
+    # said at the frame compile that dropped it, before the write refused
+    assert "this capture will refuse to write its artifact" in r.stderr
     assert risky.endswith("| False")
     assert "CLOSURE_MATCH model.act" in lines["SAVE"]
     assert "('CLOSURE_MATCH', 'model.act')" in lines["RISKY_SLOTS"]

@@ -113,3 +113,26 @@ def test_property_and_classmethod_frames_are_named_through_their_class() -> None
             obj = getattr(obj, part)
         assert obj is code
     assert _static_name(fm.made.__code__) is None
+
+
+def test_a_by_id_global_without_a_recipe_is_refused_at_capture() -> None:
+    import types
+
+    import pytest
+    from torch_precompile import PrecompileError
+    from torch_precompile._dynamo import minted
+
+    mod = types.ModuleType("pc_by_id_probe")
+    mod.__dict__["___module_collections_140600213155536_c0"] = __import__("collections")
+    mod.__dict__["___tensor_140600213155537_c0"] = object()   # nothing imports it back
+    import sys
+    sys.modules[mod.__name__] = mod
+    try:
+        got = minted.by_id_recipes("f", mod.__name__, {"___module_collections_140600213155536_c0", "x"})
+        assert got == {"___module_collections_140600213155536_c0": ("module", "collections")}
+        with pytest.raises(PrecompileError, match=r"loads the global '___tensor_140600213155537_c0'.*builtins.object"):
+            minted.by_id_recipes("f", mod.__name__, {"___tensor_140600213155537_c0"})
+        with pytest.raises(PrecompileError, match=r"would not re-create: \['__import_gone'\]"):
+            minted.check_covered("f", mod.__name__, {"__import_gone", "torch"}, set())
+    finally:
+        del sys.modules[mod.__name__]

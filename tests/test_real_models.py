@@ -158,6 +158,8 @@ def capture(step, model, x, name):
 with torch.no_grad():
     print("CACHE |", refused(lambda: capture(hm.lm_full, gpt2, hm.tokens(2, 8), "cache")))
 print("DATA |", refused(lambda: capture(hm.lm_train, gpt2, hm.tokens(2, 8), "data")))
+from transformers import DynamicCache
+print("INPUT |", refused(lambda: capture(hm.with_cache, gpt2, (hm.tokens(2, 8), {{"kv": DynamicCache()}}), "input")))
 bert = hm.bert()
 x = hm.tokens(2, 8)
 with torch.no_grad():
@@ -175,6 +177,8 @@ def test_makefx_on_real_models(tmp_path: Path) -> None:
     assert "use_cache=False" in cache and "DynamoTracer" in cache
     data = lines["DATA"]
     assert "aten._local_scalar_dense" in data and "DynamoTracer" in data, data
+    given = lines["INPUT"]
+    assert "transformers.cache_utils.DynamicCache at argument 1[1]['kv']" in given, given
     assert "captured" in r.stdout
     env, journal = cold_host(tmp_path / "serve")
     r = run_python(SERVE.format(tests=str(TESTS), name="bert", out=str(tmp_path),

@@ -39,7 +39,7 @@ class Traced:
     dynamic: bool
 
 
-def _leaf_record(leaf: Any, marks: dict[int, tuple[Any, Any, Any]]) -> dict[str, Any]:
+def _leaf_record(leaf: Any, marks: dict[int, tuple[Any, Any, Any]], where: str) -> dict[str, Any]:
     """What the driver checks a runtime leaf against."""
     if isinstance(leaf, torch.Tensor):
         shape: list[int | None] = [None if d in marks else int(s) for d, s in enumerate(leaf.shape)]
@@ -64,9 +64,12 @@ def _leaf_record(leaf: Any, marks: dict[int, tuple[Any, Any, Any]]) -> dict[str,
     if leaf is None or isinstance(leaf, (bool, int, float, str)):
         # make_fx specializes plain values into the graph: the driver insists on them.
         return {"kind": "constant", "value": leaf}
+    kind = type(leaf)
     raise PrecompileError(
-        f"capture: an argument leaf of type {type(leaf).__name__} cannot be captured by "
-        "make_fx; pass tensors, Python scalars, strings or None (in lists, tuples or dicts)"
+        f"capture: an argument leaf of type {kind.__module__}.{kind.__qualname__} at {where} "
+        "cannot be captured by make_fx (pytree does not flatten it); pass tensors, Python "
+        "scalars, strings or None (in lists, tuples or dicts), register the type with "
+        "torch.utils._pytree, or capture with DynamoTracer"
     )
 
 
@@ -88,7 +91,10 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
             "capture: mark_unbacked dims need backend='inductor' (the eager backend runs "
             "the captured graph as-is, specialized to the example shapes)"
         )
-    user_leaves = [_leaf_record(leaf, m) for leaf, m in zip(user_flat, marks)]
+    positions = [i for i in range(len(args)) if i not in module_positions]
+    paths = [f"argument {positions[p[0].idx]}{pytree.keystr(p[1:])}"
+             for p, _ in pytree.tree_flatten_with_path(user_args)[0]]
+    user_leaves = [_leaf_record(leaf, m, path) for leaf, m, path in zip(user_flat, marks, paths)]
     num_pb = len(lifted.tensors)
     n_params = lifted.num_params
     state: dict[str, Any] = {}
