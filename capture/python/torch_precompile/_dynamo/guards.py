@@ -287,9 +287,10 @@ def risk(e: Any) -> str | None:
     """Why a guard the default filter drops hangs off a slot the serving process
     can fill differently (a registry or configuration read), or None when it
     guards a binding fixed once its module and classes are imported: a module
-    attribute (re-exports included), Dynamo's by-id globals and import aliases,
-    anything read off a class (``model.__class__``, ``type(m).__dict__[...]``,
-    an MRO entry, a method's closure cell or code). A lint, not a proof."""
+    attribute holding a module, class or function (re-exports included),
+    Dynamo's by-id globals and import aliases, anything read off a class
+    (``model.__class__``, ``type(m).__dict__[...]``, an MRO entry, a method's
+    closure cell or code). A lint, not a proof."""
     steps = _chain(e.orig_guard.originating_source)
     root = steps[0]
     if type(root).__name__ == "LocalSource" and root.local_name == "__nested_resume_fns":
@@ -303,6 +304,11 @@ def risk(e: Any) -> str | None:
                 kind == "GetItemSource" and isinstance(step.index, int)):
             return (f"reads the registry or configuration dict entry {slot_source(step.name)}, "
                     "which a registration or setting in the serving process can change")
+    if not class_level and e.has_value and not isinstance(
+            e.value, (types.ModuleType, type, types.CodeType)) and not callable(e.value):
+        kind = type(e.value)
+        return (f"holds a {kind.__module__}.{kind.__qualname__} made at run time (a process group, "
+                "a configuration object), whose identity no serving process can match")
     leaf = steps[-1]
     if (type(root).__name__ == "LocalSource" and type(leaf).__name__ == "AttrSource" and not class_level
             and not (leaf.member.startswith("__") and leaf.member.endswith("__"))):
