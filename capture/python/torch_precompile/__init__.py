@@ -39,6 +39,20 @@ _HOMES = {
 }
 
 
+def _arm_at_startup():
+    # TORCH_PRECOMPILE_NO_COMPILATION=1 locks the process down from its start:
+    # the gates are armed on import, with or without the shim or install().
+    import os
+
+    if os.environ.get("TORCH_PRECOMPILE_NO_COMPILATION") == "1":
+        from ._lockdown import arm
+
+        arm()
+
+
+_arm_at_startup()
+
+
 def __getattr__(name):
     home = _HOMES.get(name)
     if home is None:

@@ -13,8 +13,11 @@ _booted = False
 
 
 class _AfterTorchImport:
-    """One-shot meta-path finder: wraps torch's loader so install runs right after
-    torch/__init__ has executed (and before the importer sees the module)."""
+    """One-shot meta-path finder: wraps torch's loader so ``then(torch)`` runs right
+    after torch/__init__ has executed (and before the importer sees the module)."""
+
+    def __init__(self, then):
+        self._then = then
 
     def find_spec(self, name, path, target=None):
         if name != "torch":
@@ -32,12 +35,24 @@ class _AfterTorchImport:
 
         def exec_module(module):
             real_exec(module)
-            from ._install import on_torch_imported
-
-            on_torch_imported(module)
+            self._then(module)
 
         spec.loader.exec_module = exec_module
         return spec
+
+
+def when_torch_imported(then):
+    """Run ``then(torch)`` now if torch is imported, else right after it is."""
+    if "torch" in sys.modules:
+        then(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _AfterTorchImport(then))
+
+
+def _install(torch):
+    from ._install import on_torch_imported
+
+    on_torch_imported(torch)
 
 
 def boot():
@@ -45,12 +60,7 @@ def boot():
     if _booted:
         return
     _booted = True
-    if "torch" in sys.modules:
-        from ._install import on_torch_imported
-
-        on_torch_imported(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _AfterTorchImport())
+    when_torch_imported(_install)
     from . import _envmodes
 
     _envmodes.arm()

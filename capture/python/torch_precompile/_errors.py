@@ -15,7 +15,10 @@ class PrecompileError(RuntimeError):
     trace, kernel compile, benchmark or autotune raises.
     """
 
-    __module__ = "torch.compiler"
+    # Pickle finds a class by module and name: torch.compiler.PrecompileError is
+    # torch's own class until install() runs, so the home that always resolves to
+    # this class is the package.
+    __module__ = "torch_precompile"
 
 
 def refused(what: str, why: str, remedy: str) -> PrecompileError:

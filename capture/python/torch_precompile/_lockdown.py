@@ -133,6 +133,27 @@ def shim_loaded() -> bool:
     return state().name == "shim"
 
 
+_armed = False
+_arm_lock = threading.Lock()
+
+
+def arm() -> None:
+    """Arm every gate a lockdown needs, without install(): the compiler-subprocess
+    gates when the shim is absent, and the torch-side gates now or the moment torch
+    finishes importing. Runs on the first no_compilation(), serving(), or import of
+    this package with TORCH_PRECOMPILE_NO_COMPILATION=1; idempotent."""
+    global _armed
+    with _arm_lock:
+        if _armed:
+            return
+        _armed = True
+    from . import _boot, gates
+
+    if not shim_loaded():
+        gates.install_process_gates()
+    _boot.when_torch_imported(lambda _torch: gates.install_all())
+
+
 def current() -> str | None:
     """Why this thread is locked down right now ("startup", "no_compilation",
     "serving"), or None when compiling is allowed."""
@@ -180,6 +201,7 @@ def no_compilation() -> Iterator[None]:
     child processes inherit it, and setting exactly "1" before startup enables the
     policy for the whole process.
     """
+    arm()
     s = state()
     with _env_lock:
         if s.enter() == 1:
@@ -203,6 +225,7 @@ def serving() -> Iterator[None]:
     counterpart of no_compilation()). Nested uses are depth-counted. Child
     processes this thread starts are locked down too: the shim (or, without it,
     the Python subprocess gate) hands them TORCH_PRECOMPILE_NO_COMPILATION=1."""
+    arm()
     s = state()
     s.serving_enter()
     try:
