@@ -34,7 +34,7 @@ def make_closure():
         return x * k
     return inner
 for what, fn in (("closure", make_closure()), ("__main__", main_fn), ("nested", dm.make_nested()),
-                 ("module", dm.MLP()), ("method", dm.MLP().forward)):
+                 ("module", dm.MLP()), ("method", dm.MLP().forward), ("lambda", dm.plus_one)):
     print("FN", what, "|", refused(lambda: tp.capture(fn, **paths("never"))))
 
 # require_complete: a capture call that raised is a coverage gap.
@@ -109,6 +109,7 @@ def test_fn_refusals_and_write_gates(tmp_path) -> None:
     assert "__main__" in lines["FN __main__"] and "cannot import" in lines["FN __main__"]
     assert "inside another function" in lines["FN nested"]
     assert "wrapper frame" in lines["FN module"]
+    assert "does not take a lambda (only a MakeFxTracer capture does)" in lines["FN lambda"]
     assert "bound method" in lines["FN method"]
     assert "('ValueError: three rows are not allowed',)" in lines["ERRORS"]
     assert "1 CAPTURE ERROR: 'ValueError: three rows are not allowed'" in lines["ERRORS"]

@@ -246,7 +246,7 @@ data = bytearray(open({str(tmp_path / 'i.cache')!r}, "rb").read())
 data[-10] ^= 0x40
 open({str(tmp_path / 'bad.cache')!r}, "wb").write(bytes(data))
 primed = []
-_loader.prime = lambda entries: primed.append(entries)
+_loader.prime = lambda *args, **kwargs: primed.append(args)  # the real arity: (entries, artifact)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     f = tp.load({str(tmp_path / 'i.py')!r}, {str(tmp_path / 'bad.cache')!r})

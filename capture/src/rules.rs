@@ -62,7 +62,11 @@ fn classify(
 /// (None, "startup", "no_compilation" or "serving").
 #[pyfunction]
 #[pyo3(signature = (kind, lock, strict=false))]
-fn decide(kind: &str, lock: Option<&str>, strict: bool) -> PyResult<(bool, &'static str, &'static str)> {
+fn decide(
+    kind: &str,
+    lock: Option<&str>,
+    strict: bool,
+) -> PyResult<(bool, &'static str, &'static str)> {
     let v = policy::decide(kind_from_str(kind)?, lock_from_str(lock)?, strict);
     Ok((v.allowed, v.reason.as_str(), v.reason.explain()))
 }

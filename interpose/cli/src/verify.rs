@@ -12,9 +12,11 @@ const HELP: &str = "usage: precompile verify CACHE [--code PYTHON_CODE]
 
 Checks a cache completely: magic and format version, the header checksum, every
 entry name (no absolute paths, no '..'), every entry's size and sha256, and, with
---code, that the cache was written for exactly that python_code. Nothing is
-unpacked or executed. Exit status 0 when everything holds, 1 otherwise (the
-reason is printed).
+--code, that the cache was written for exactly that python_code and that the
+python_code's BACKEND and TRACER are the cache's. Nothing is unpacked or
+executed. The one check of `load` it cannot make is the torch build, which needs
+the serving torch: it prints the build the frozen kernels need. Exit status 0
+when everything holds, 1 otherwise (the reason is printed).
 ";
 
 pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
@@ -35,6 +37,23 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                 p.cache.display()
             )
         })?;
+        let text = String::from_utf8_lossy(&code_bytes);
+        for (name, want) in [
+            ("BACKEND", &env.header.backend),
+            ("TRACER", &env.header.tracer),
+        ] {
+            let found = literal(&text, name);
+            if found.as_deref() != Some(want.as_str()) {
+                anyhow::bail!(
+                    "{} and {} are not a pair: the cache says {} {:?}, python_code says {:?}",
+                    code.display(),
+                    p.cache.display(),
+                    name.to_lowercase(),
+                    want,
+                    found.unwrap_or_else(|| "<no such line>".into())
+                );
+            }
+        }
     }
     println!(
         "ok: {} ({} {} cache, {} entries verified{})",
@@ -48,5 +67,22 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
             ""
         }
     );
+    println!(
+        "needs torch build {} (load compares it with the serving torch)",
+        env.header.torch_build
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The string of a top-level `NAME = '...'` line of python_code (the metadata
+/// block writes them with Python's repr: single quotes unless the text has one).
+fn literal(code: &str, name: &str) -> Option<String> {
+    let prefix = format!("{name} = ");
+    let line = code.lines().find(|l| l.starts_with(&prefix))?;
+    let value = line[prefix.len()..].trim();
+    let quote = value.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    value
+        .strip_prefix(quote)?
+        .strip_suffix(quote)
+        .map(str::to_owned)
 }

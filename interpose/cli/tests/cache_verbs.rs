@@ -13,6 +13,11 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn write_pair(dir: &PathBuf) -> (PathBuf, PathBuf) {
+    write_pair_as(dir, "m", "eager")
+}
+
+/// A pair whose python_code says BACKEND = 'eager' and whose header says `backend`.
+fn write_pair_as(dir: &PathBuf, stem: &str, backend: &str) -> (PathBuf, PathBuf) {
     let code = b"BACKEND = 'eager'\nTRACER = 'make_fx'\n".to_vec();
     let mut meta = serde_json::Map::new();
     meta.insert(
@@ -21,7 +26,7 @@ fn write_pair(dir: &PathBuf) -> (PathBuf, PathBuf) {
     );
     let header = artifact::Header {
         format_version: artifact::FORMAT_VERSION,
-        backend: "eager".into(),
+        backend: backend.into(),
         tracer: "make_fx".into(),
         code_hash: artifact::sha256_hex(&code),
         torch_build: "2.15.0".into(),
@@ -37,7 +42,10 @@ fn write_pair(dir: &PathBuf) -> (PathBuf, PathBuf) {
         data: vec![7; 300],
     }];
     let cache = artifact::encode(&header, &entries).unwrap();
-    let (c, k) = (dir.join("m.py"), dir.join("m.cache"));
+    let (c, k) = (
+        dir.join(format!("{stem}.py")),
+        dir.join(format!("{stem}.cache")),
+    );
     std::fs::write(&c, code).unwrap();
     std::fs::write(&k, cache).unwrap();
     (c, k)
@@ -89,7 +97,24 @@ fn verify_accepts_a_pair_and_rejects_damage_and_mismatches() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    assert!(String::from_utf8_lossy(&ok.stdout).starts_with("ok: "));
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert!(said.starts_with("ok: "), "{said}");
+    assert!(said.contains("needs torch build 2.15.0"), "{said}");
+
+    // the code hash matches, but the header's backend is not python_code's
+    let (code2, cache2) = write_pair_as(&d, "crafted", "inductor");
+    let crafted = precompile(&[
+        "verify".as_ref(),
+        cache2.as_os_str(),
+        "--code".as_ref(),
+        code2.as_os_str(),
+    ]);
+    assert_eq!(crafted.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&crafted.stderr);
+    assert!(
+        why.contains("the cache says backend \"inductor\", python_code says \"eager\""),
+        "{why}"
+    );
 
     let mut bytes = std::fs::read(&cache).unwrap();
     let last = bytes.len() - 1;

@@ -39,6 +39,12 @@ def check_fn(fn: Callable[..., Any]) -> None:
             f"capture(fn={fn!r}): a DynamoTracer capture takes a plain Python function; {_MODULE_LEVEL}"
         )
     where = f"{fn.__module__}.{fn.__qualname__}"
+    if fn.__name__ == "<lambda>":
+        raise PrecompileError(
+            f"capture(fn={where}): a DynamoTracer capture does not take a lambda (only a "
+            "MakeFxTracer capture does): the artifact finds fn again by its name in its "
+            f"module; {_MODULE_LEVEL}"
+        )
     if fn.__code__.co_freevars:
         raise PrecompileError(
             f"capture(fn={where}): fn is a closure over {list(fn.__code__.co_freevars)}, and "
