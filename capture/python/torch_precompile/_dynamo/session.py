@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from typing import Any, Callable, Iterator
 
 from .._errors import PrecompileError
 from .._tracers import DynamoTracer
 from .guards import Ledger
 
-_LIMIT_HIT = re.compile(r"^'(?P<name>.*)' \((?P<where>.*)\)$")
 
 
 @contextlib.contextmanager
@@ -71,22 +69,30 @@ def _reorderable_logging() -> set[Any]:
     return set(torch._dynamo.config.reorderable_logging_functions) | methods
 
 
-class _LimitWatch(logging.Handler):
-    """Dynamo warns once per frame that hits the recompile limit; that warning
-    is the only record of it, so it is read off the convert_frame logger."""
+# The sessions whose calls are running, innermost last: the recompile-limit
+# hook reports to the innermost one.
+_running: list["Session"] = []
 
-    def __init__(self, sink: set[str]) -> None:
-        super().__init__(logging.WARNING)
-        self._sink = sink
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if not str(record.msg).startswith("torch._dynamo hit config.") or not record.args:
-            return
-        args = record.args if isinstance(record.args, tuple) else (record.args,)
-        for arg in args:
-            m = _LIMIT_HIT.match(str(arg))
-            if m:
-                self._sink.add(f"{m['name']} ({m['where']})")
+def _watch_recompile_limit() -> None:
+    """Record each frame that hits the recompile limit from Dynamo's own decision
+    (``convert_frame.exceeds_recompile_limit``), not from its warning text, which
+    a logging configuration can silence. Installed once; reports only while a
+    capture call runs, naming the code of the package's current entry."""
+    import torch._dynamo.convert_frame as convert_frame
+
+    real = convert_frame.exceeds_recompile_limit
+    if getattr(real, "__precompile_watch__", False):
+        return
+
+    def exceeds_recompile_limit(*args: Any, **kwargs: Any) -> Any:
+        verdict = real(*args, **kwargs)
+        if verdict[0] and _running:
+            _running[-1].note_truncated()
+        return verdict
+
+    exceeds_recompile_limit.__precompile_watch__ = True  # type: ignore[attr-defined]
+    convert_frame.exceeds_recompile_limit = exceeds_recompile_limit
 
 
 class Session:
@@ -125,9 +131,8 @@ class Session:
         # The configuration is per call: code between calls runs in the ambient one.
         # The accumulated limit is raised so the per-frame limit is the effective one.
         accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
-        watch = _LimitWatch(self.truncated)
-        logger = logging.getLogger("torch._dynamo.convert_frame")
-        logger.addHandler(watch)
+        _watch_recompile_limit()
+        _running.append(self)
         try:
             with capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated):
                 return self._compiled(*args, **kwargs)
@@ -142,8 +147,13 @@ class Session:
                 self.errors.append(message)
             raise e
         finally:
-            logger.removeHandler(watch)
+            _running.remove(self)
             self._take_artifacts()
+
+    def note_truncated(self) -> None:
+        code = self.package.current_entry.python_code if self.package.current_entry else None
+        if code is not None:
+            self.truncated.add(f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})")
 
     def _take_artifacts(self) -> None:
         """Move this capture's AOTAutograd bundles out of the process-global list

@@ -28,6 +28,7 @@ class MakeFxCapture(Capture):
         self._backend = backend
         self._state = "new"  # new -> open -> spent
         self._called = False
+        self._errors: list[str] = []  # what the call raised, for summary()
         self._code: bytes | None = None
         self._block: Any = None
 
@@ -64,8 +65,12 @@ class MakeFxCapture(Capture):
         from .render import render
         from .trace import trace
 
-        traced = trace(self._fn, args, self._tracer.decompositions, self._backend)
-        self._code = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
+        try:
+            traced = trace(self._fn, args, self._tracer.decompositions, self._backend)
+            self._code = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
+        except Exception as e:
+            self._errors.append(f"{type(e).__name__}: {e}")
+            raise
         return traced.result
 
     def save(self) -> None:
@@ -74,7 +79,8 @@ class MakeFxCapture(Capture):
 
     def summary(self) -> PrecompileSummary:
         n = 1 if self._code is not None else 0
-        return PrecompileSummary(frames=n, resume_functions=0, guarded_codes=n, backend_graphs=n)
+        return PrecompileSummary(frames=n, resume_functions=0, guarded_codes=n, backend_graphs=n,
+                                 capture_errors=tuple(self._errors))
 
     def _write(self) -> None:
         if self._code is None:
