@@ -44,3 +44,75 @@ def test_the_summary_reports_what_happened(tmp_path: Path) -> None:
     truncated, complete = lines["LIMIT"]
     assert truncated.startswith("('with_int (") and "dyn_models.py:" in truncated, truncated
     assert complete == "False"
+
+
+ERRORS = r"""
+import sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._dynamo.decorators import mark_unbacked
+out = {out!r}
+def refused(thunk):
+    try:
+        thunk()
+    except tp.PrecompileError as e:
+        return str(e).replace("\n", " ")
+    except Exception as e:
+        return f"RAW {{type(e).__name__}}: {{e}}"
+    return "NOT REFUSED"
+def capture(fn, x, name, backend="inductor"):
+    with tp.capture(fn, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",
+                    tracer=tp.MakeFxTracer(), backend=backend) as cap:
+        return cap(x)
+def effectful(x):
+    torch.ops.aten._print("effect")
+    return x.sin()
+def double(x):
+    return x.sin() * 2
+def reads_storage(x):
+    x.data_ptr()
+    return x * 2
+print("EFFECT |", refused(lambda: capture(effectful, torch.ones(3), "effect")))
+def in_fake():
+    with FakeTensorMode():
+        capture(double, torch.ones(3), "fake")
+print("FAKE |", refused(in_fake))
+def storage():
+    x = torch.ones(4, 3)
+    mark_unbacked(x, 0)
+    capture(reads_storage, x, "storage")
+print("STORAGE |", refused(storage))
+x = torch.randn(8, 4).t()                       # a strided example input
+capture(double, x, "strided")
+f = tp.load(f"{{out}}/strided.py", f"{{out}}/strided.cache")
+y = torch.randn(8, 4).t()
+torch.testing.assert_close(f(y), double(y))
+print("STRIDE |", refused(lambda: f(torch.randn(4, 16)[:, ::2])))   # same shape, other strides
+# An ambient autocast around the served call does not cast the captured program again.
+m = torch.nn.Linear(8, 8)
+def step(model, x):
+    return model(x).relu()
+for backend in ("eager", "inductor"):
+    with tp.capture(step, artifact_path=f"{{out}}/ac_{{backend}}.py", cache_path=f"{{out}}/ac_{{backend}}.cache",
+                    tracer=tp.MakeFxTracer(), backend=backend) as cap:
+        cap(m, torch.randn(4, 8))
+    g = tp.load(f"{{out}}/ac_{{backend}}.py", f"{{out}}/ac_{{backend}}.cache")
+    x = torch.randn(4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = g(m, x)
+    print("AUTOCAST", backend, "|", got.dtype, torch.allclose(got, step(m, x), atol=1e-5))
+"""
+
+
+def test_precompile_errors_where_torch_would_leak_its_own(tmp_path: Path) -> None:
+    r = run_python(ERRORS.format(tests=str(TESTS), out=str(tmp_path))).check()
+    lines = {line.split(" | ")[0]: line.split(" | ", 1)[1] for line in r.stdout.splitlines() if " | " in line}
+    assert "effectful op (aten._print.default)" in lines["EFFECT"] and "backend='eager'" in lines["EFFECT"]
+    assert "inside an enclosing FakeTensorMode" in lines["FAKE"], lines["FAKE"]
+    assert "reads a tensor's storage" in lines["STORAGE"], lines["STORAGE"]
+    assert "does not have the size, stride or dtype" in lines["STRIDE"] and "stride" in lines["STRIDE"]
+    for backend in ("eager", "inductor"):
+        assert lines[f"AUTOCAST {backend}"] == "torch.float32 True", lines
+    assert "RAW" not in r.stdout, r.stdout

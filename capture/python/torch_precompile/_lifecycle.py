@@ -23,6 +23,29 @@ def check_call(state: str) -> None:
         raise PrecompileError(
             "capture: call the capture inside its `with` block" if state == "new" else f"capture: {SPENT}"
         )
+    _check_not_traced()
+
+
+def _check_not_traced() -> None:
+    """A capture call runs fn for real and traces it itself: inside another trace
+    (a FakeTensorMode, a make_fx or export trace, a torch.compile'd region) its
+    tensors are not real and the trace would nest."""
+    import torch
+
+    keys = torch._C._TorchDispatchModeKey
+    if torch._C._get_dispatch_mode(keys.FAKE) is not None:
+        inside = "an enclosing FakeTensorMode"
+    elif torch._C._get_dispatch_mode(keys.PROXY) is not None:
+        inside = "another make_fx / torch.export trace"
+    elif torch.compiler.is_compiling():
+        inside = "a region torch.compile is tracing"
+    else:
+        return
+    raise PrecompileError(
+        f"capture: the capture was called inside {inside}; a capture runs fn on real "
+        "tensors and traces it itself, so it cannot run inside another trace. Call it "
+        "outside (capture the outer function instead)"
+    )
 
 
 def check_save(state: str) -> None:

@@ -94,6 +94,26 @@ def _pc_user_leaves(args):
     return leaves
 
 
+class _PcNoAutocast:
+    """The program already holds every cast the capture made: an autocast region
+    around the served call must not cast its ops again (it would change the
+    result, or trip the inductor program's dtype checks)."""
+
+    def __enter__(self):
+        self._off = [_torch.autocast(d, enabled=False) for d in ("cpu", "cuda")
+                     if _torch.is_autocast_enabled(d)]
+        for region in self._off:
+            region.__enter__()
+
+    def __exit__(self, *exc):
+        for region in reversed(self._off):
+            region.__exit__(*exc)
+
+
+def _pc_no_ambient_autocast():
+    return _PcNoAutocast()
+
+
 def forward(*args, **kwargs):
     if kwargs:
         _pc_fail(f"a MakeFxTracer artifact takes positional arguments only, got {sorted(kwargs)}")
@@ -102,8 +122,18 @@ def forward(*args, **kwargs):
     state = _pc_module_state(args)
     leaves = _pc_user_leaves(args)
     grad_mode = _torch.is_grad_enabled() and BACKEND == "eager" and not GRAD_PARAM_INDICES
-    with _torch.set_grad_enabled(grad_mode):
-        outs = list(call([*state, *leaves]))
+    with _torch.set_grad_enabled(grad_mode), _pc_no_ambient_autocast():
+        try:
+            outs = list(call([*state, *leaves]))
+        except AssertionError as e:
+            # Inductor's assert_size_stride / dtype checks: the one place a layout the
+            # checks above let through (a strided input, a parameter's strides, dims
+            # that must be equal) is caught.
+            if "expected size" not in str(e) and "expected dtype" not in str(e):
+                raise
+            _pc_fail(f"an input or parameter does not have the size, stride or dtype the "
+                     f"inductor program was compiled for ({e}); pass tensors laid out as at "
+                     "capture (.contiguous()), or capture again with this layout")
     n_result = len(outs) - len(GRAD_PARAM_INDICES)
     if GRAD_PARAM_INDICES:
         with _torch.no_grad():

@@ -117,6 +117,13 @@ def inductor_program(t: Traced) -> tuple[str, bytes | None]:
                 "(float, str, ...) beside tensors; return tensors only or use backend='eager'"
             ) from e
         raise
+    except NotImplementedError as e:
+        # compile_to_python's own refusals: an effectful op, a graph shape its
+        # standalone composition does not reproduce
+        raise PrecompileError(
+            f"capture: the inductor backend cannot lower this graph to a standalone "
+            f"program ({e}). Capture it with backend='eager', or keep that op out of fn"
+        ) from None
     return serve_imports.rewrite(program), bundle
 
 

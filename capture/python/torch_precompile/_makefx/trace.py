@@ -148,6 +148,15 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                     f"mark_unbacked, so it cannot serve every size of it ({e}). Remove "
                     "the mark on that dim, or make the computation size-agnostic."
                 ) from e
+            except RuntimeError as e:
+                if "with symbolic sizes" not in str(e):
+                    raise
+                raise PrecompileError(
+                    "capture: fn reads a tensor's storage (data_ptr(), numpy(), .storage() "
+                    "or a C++ op that needs concrete sizes), which the symbolic trace of "
+                    "mark_unbacked dims cannot do: there is no storage of an unknown size. "
+                    "Move that read out of fn, or drop the mark_unbacked marks"
+                ) from None
         else:
             example_inputs = real_flat
             with torch.enable_grad(), _data_dependence_refused():
