@@ -116,3 +116,82 @@ def test_precompile_errors_where_torch_would_leak_its_own(tmp_path: Path) -> Non
     for backend in ("eager", "inductor"):
         assert lines[f"AUTOCAST {backend}"] == "torch.float32 True", lines
     assert "RAW" not in r.stdout, r.stdout
+
+
+SILENT = r"""
+import copy, sys, warnings
+warnings.simplefilter("ignore")
+import torch, torch_precompile as tp
+from torch._dynamo.decorators import mark_unbacked
+out = {out!r}
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("b", torch.zeros(4))
+    def forward(self, x):
+        return self.fc(x)
+def scale_weight(m, x):          # an in-place update of a parameter under no_grad
+    with torch.no_grad():
+        m.fc.weight.mul_(0.5)
+    return m(x)
+def shift_data(m, x):            # through .data
+    m.fc.weight.data.add_(1.0)
+    return m(x)
+def accumulate(m, x):            # a buffer
+    m.b.add_(x.sum(0))
+    return m(x) + m.b
+def branch(m, x):
+    return torch.cond(x.sum() > 0, lambda y: m(y).sin(), lambda y: m(y).cos(), (x,))
+def refused(thunk):
+    try:
+        thunk()
+    except tp.PrecompileError as e:
+        return "REFUSED " + str(e)
+    return "ACCEPTED"
+def capture(fn, args, name, backend):
+    with torch.no_grad(), tp.capture(fn, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",
+                                     tracer=tp.MakeFxTracer(), backend=backend) as cap:
+        cap(*args)
+    return tp.load(f"{{out}}/{{name}}.py", f"{{out}}/{{name}}.cache")
+torch.manual_seed(0)
+for backend in ("eager", "inductor"):
+    for fn in (scale_weight, shift_data, accumulate, branch):
+        name = f"{{fn.__name__}}_{{backend}}"
+        if fn is branch and backend == "eager":
+            print(name, "|", refused(lambda: capture(fn, (M(), torch.ones(2, 4)), name, backend))[:60])
+            continue
+        f = capture(fn, (M(), torch.ones(2, 4)), name, backend)
+        results = []
+        for sign in (1, -1):                 # both branches of the cond
+            model = M()
+            served, ref = copy.deepcopy(model), copy.deepcopy(model)
+            x = sign * torch.rand(2, 4)
+            with torch.no_grad():
+                got, want = f(served, x), fn(ref, x)
+            results.append(torch.allclose(got, want, atol=1e-5) and all(
+                torch.equal(a, b) for a, b in zip(served.state_dict().values(), ref.state_dict().values())))
+        print(name, "|", results)
+def g(x):
+    return x * 2
+x = torch.randn(4, 3); torch._dynamo.mark_dynamic(x, 0)
+print("MARK_DYNAMIC |", refused(lambda: capture(g, (x,), "md", "inductor")))
+x = torch.randn(4, 3); mark_unbacked(x, 0, specialize_on=[lambda s: s == 4])
+print("SPECIALIZE_ON |", refused(lambda: capture(g, (x,), "so", "inductor")))
+x = torch.randn(3, 4).t(); mark_unbacked(x, 0)
+print("TRANSPOSED |", refused(lambda: capture(g, (x,), "tu", "inductor")))
+"""
+
+
+def test_what_upstream_refuses_is_served_equal_to_eager_or_refused(tmp_path: Path) -> None:
+    r = run_python(SILENT.format(out=str(tmp_path))).check()
+    lines = {line.split(" | ")[0]: line.split(" | ", 1)[1] for line in r.stdout.splitlines() if " | " in line}
+    for backend in ("eager", "inductor"):
+        # the served output and the model's state after the call equal eager's
+        for fn in ("scale_weight", "shift_data", "accumulate"):
+            assert lines[f"{fn}_{backend}"] == "[True, True]", (fn, backend, lines)
+    assert lines["branch_inductor"] == "[True, True]", lines
+    assert lines["branch_eager"].startswith("REFUSED capture: the graph calls cond"), lines
+    assert "mark_dynamic" in lines["MARK_DYNAMIC"] and "mark_unbacked" in lines["MARK_DYNAMIC"]
+    assert lines["SPECIALIZE_ON"].startswith("REFUSED") and "specialize_on" in lines["SPECIALIZE_ON"]
+    assert lines["TRANSPOSED"].startswith("REFUSED") and "not contiguous" in lines["TRANSPOSED"]

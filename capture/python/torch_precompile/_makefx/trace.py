@@ -21,7 +21,7 @@ from torch.nn.utils import stateless
 
 from .._errors import PrecompileError
 from . import lifting
-from .unbacked import fakeify, read_marks
+from .unbacked import fakeify, read_marks, refuse_unsupported_marks
 
 
 @dataclasses.dataclass
@@ -86,6 +86,7 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                 "capture does not support; pass a plain dense tensor"
             )
     marks = read_marks(user_flat)
+    refuse_unsupported_marks(user_flat, marks)
     if any(marks) and backend != "inductor":
         raise PrecompileError(
             "capture: mark_unbacked dims need backend='inductor' (the eager backend runs "
@@ -165,6 +166,8 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
     finally:
         _restore_grads(real_flat, saved_grads, accumulate=not dynamic)
     _refuse_constants(gm, fn, args)
+    if backend == "eager":
+        _refuse_subgraphs(gm)
     result = state["result"]
     if dynamic:
         # The trace ran on fakes; the caller's call runs now, for real.
@@ -222,6 +225,21 @@ def _data_dependence_refused() -> Any:
             "cannot record; capture with DynamoTracer (the default), which graph-breaks "
             "there, or make the computation data-independent"
         ) from None
+
+
+def _refuse_subgraphs(gm: torch.fx.GraphModule) -> None:
+    """torch.cond, while_loop, map and the like carry their bodies as child graph
+    modules, which the eager backend's readable source does not hold."""
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and isinstance(getattr(gm, node.target, None), torch.fx.GraphModule):
+            user = next(iter(node.users), None)
+            op = getattr(user, "target", None) if user is not None else None
+            raise PrecompileError(
+                f"capture: the graph calls {getattr(op, '__name__', op)} with a subgraph "
+                f"({node.target}), which the eager backend's source program does not carry; "
+                "capture with backend='inductor' (the default), or express the branch with "
+                "torch.where"
+            )
 
 
 def _restore_grads(tensors: list[Any], saved: list[Any], *, accumulate: bool) -> None:

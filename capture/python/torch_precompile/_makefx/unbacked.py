@@ -30,6 +30,40 @@ def read_marks(user_flat: list[Any]) -> list[Marks]:
     return out
 
 
+def refuse_unsupported_marks(user_flat: list[Any], marks: list[Marks]) -> None:
+    """The dim marks one MakeFx trace cannot honor, refused before tracing:
+    ``mark_dynamic`` (a backed dynamic dim: MakeFx specializes every unmarked dim),
+    ``specialize_on`` (value-specialized variants need several compiles), and an
+    unbacked mark on a leaf that is neither contiguous nor channels_last (its fake
+    is built dense, so the program would expect other strides)."""
+    from .._errors import PrecompileError
+
+    for i, (t, per) in enumerate(zip(user_flat, marks)):
+        if not isinstance(t, torch.Tensor):
+            continue
+        dynamic = sorted(getattr(t, "_dynamo_dynamic_indices", None) or ())
+        if dynamic:
+            raise PrecompileError(
+                f"capture: input leaf {i} has dims {dynamic} marked with mark_dynamic, which a "
+                "MakeFxTracer capture cannot honor (it specializes every dim to the example); "
+                "mark them with torch._dynamo.decorators.mark_unbacked to serve any size, or "
+                "capture with DynamoTracer"
+            )
+        special = {d: v for d, v in (getattr(t, "_specialize_on", None) or {}).items() if v}
+        if special:
+            raise PrecompileError(
+                f"capture: input leaf {i} marks dims {sorted(special)} with specialize_on, which "
+                "needs one compile per specialization; a MakeFxTracer capture is one trace. "
+                "Drop specialize_on, or capture with DynamoTracer"
+            )
+        if per and not (t.is_contiguous() or (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last))):
+            raise PrecompileError(
+                f"capture: input leaf {i} is marked with mark_unbacked but is not contiguous "
+                f"(strides {tuple(t.stride())}); an unbacked capture is specialized to a dense "
+                "layout: pass .contiguous() at capture and at serve time"
+            )
+
+
 def fakeify(pb: list[torch.Tensor], user_flat: list[Any], marks: list[Marks]) -> tuple[list[Any], Any]:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
