@@ -136,3 +136,51 @@ def test_a_by_id_global_without_a_recipe_is_refused_at_capture() -> None:
             minted.check_covered("f", mod.__name__, {"__import_gone", "torch"}, set())
     finally:
         del sys.modules[mod.__name__]
+
+
+POLICY = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out = {out!r}
+with tp.capture(dm.uses_len, artifact_path=f"{{out}}/p.py", cache_path=f"{{out}}/p.cache", backend="eager") as cap:
+    cap(torch.ones(2, 3))
+    cap(torch.ones(2, 3, 4))                      # a second variant: len held identically
+    s = cap.summary()
+print("POLICY |", s.policy_dropped_guards)
+print("KEPT |", [k for k in s.kept_guards if k[0] == "BUILTIN_MATCH"])
+print("CODE |", [c[:2] for c in s.dropped_guard_code if c[0] == "BUILTIN_MATCH"])
+"""
+
+POLICY_SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+from torch._dynamo.package import load_guards_state
+out = {out!r}
+f = tp.load(f"{{out}}/p.py", f"{{out}}/p.cache")
+with tp.no_compilation():
+    for shape in ((2, 3), (2, 3, 4)):
+        x = torch.ones(*shape)
+        torch.testing.assert_close(f(x), dm.uses_len(x))
+# The served guards do not hold the slot: the driver took it out of the serialized copy.
+ns = {{}}
+exec(compile(open(f"{{out}}/p.py").read(), "p.py", "exec"), ns)
+for frame in ns["_pc_unpack"](ns["_FRAMES"]):
+    for blob, _body in frame["variants"]:
+        state = ns["_pc_serving_state"](load_guards_state(blob))
+        assert not [g for g in state.output_graph._guards.inner if g.create_fn_name() == "BUILTIN_MATCH"]
+print("served")
+"""
+
+
+def test_the_invariance_policy_drops_an_invariant_builtin_match(tmp_path: Path) -> None:
+    r = run_python(POLICY.format(tests=str(TESTS), out=str(tmp_path))).check()
+    lines = {line.split(" | ")[0]: line.split(" | ", 1)[1] for line in r.stdout.splitlines() if " | " in line}
+    slot = "('BUILTIN_MATCH', \"G['__builtins_dict__']['len']\")"
+    assert lines["POLICY"] == f"({slot},)", lines
+    assert lines["KEPT"] == "[]" and lines["CODE"] == f"[{slot}]", lines
+    assert "POLICY_DROPPED_GUARDS = [['BUILTIN_MATCH'," in (tmp_path / "p.py").read_text()
+    assert "served" in run_python(POLICY_SERVE.format(tests=str(TESTS), out=str(tmp_path))).check().stdout

@@ -136,21 +136,37 @@ def _pc_builtins(scope):
     return b if isinstance(b, dict) else b.__dict__
 
 
-def _pc_host_state(state):
-    """Serve on this host's thread count: Dynamo's GLOBAL_STATE guard records
-    torch.get_num_threads() with grad mode, autocast, default dtype and the
-    determinism/precision flags, but the thread count describes the host (a
-    torchrun worker gets 1), not the computation. Every other field stays
-    checked."""
-    import json as _json
+def _pc_serving_state(state):
+    """The serialized guards as this artifact serves them:
 
-    guard = getattr(state.output_graph, "global_state_guard", None)
-    if guard is None:
-        return state
-    fields = _json.loads(guard.__getstate__())
-    if "num_threads" in fields:
-        fields["num_threads"] = _torch.get_num_threads()
-        guard.__setstate__(_json.dumps(fields))
+    - on this host's thread count: Dynamo's GLOBAL_STATE guard records
+      torch.get_num_threads() with grad mode, autocast, default dtype and the
+      determinism/precision flags, but the thread count describes the host (a
+      torchrun worker gets 1), not the computation; every other field stays
+      checked;
+    - without the invariance policy's slots (_POLICY_DROPPED): kept guards that
+      held one value in every captured variant, of an identity type."""
+    import json as _json
+    import re as _re
+
+    graph = state.output_graph
+    guard = getattr(graph, "global_state_guard", None)
+    if guard is not None:
+        fields = _json.loads(guard.__getstate__())
+        if "num_threads" in fields:
+            fields["num_threads"] = _torch.get_num_threads()
+            guard.__setstate__(_json.dumps(fields))
+    policy = {tuple(slot) for slot in _pc_unpack(_POLICY_DROPPED)}
+    if policy and getattr(graph, "_guards", None) is not None:
+        def slot(g):  # the summary's spelling of a slot (see _dynamo/guards.py normalize)
+            name = _re.sub(r"\bL\[(['\"])(.*?)\1\]", r"\2", g.name)
+            name = _re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name)
+            return (g.create_fn_name(), _re.sub(r"_\d{9,}_c\d+\b", "_<id>_c<n>", name))
+
+        from torch.utils._ordered_set import OrderedSet
+
+        kept = OrderedSet(g for g in graph._guards.inner if slot(g) not in policy)
+        graph._guards = type(graph._guards)(kept)
     return state
 
 
@@ -248,7 +264,7 @@ def _pc_standalone():
         def load_variants():
             out = []
             for guards_blob, body in frame["variants"]:
-                state = _pc_host_state(load_guards_state(guards_blob))
+                state = _pc_serving_state(load_guards_state(guards_blob))
                 key = state.output_graph.name_of_builtins_dict_key_in_fglobals
                 if key:
                     if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
@@ -363,7 +379,7 @@ def _pc_install():
         import torch._dynamo.package as _package_module
 
         load_state = _package_module.load_guards_state
-        _package_module.load_guards_state = lambda blob: _pc_host_state(load_state(blob))
+        _package_module.load_guards_state = lambda blob: _pc_serving_state(load_state(blob))
         try:
             package.install(backends)
         finally:

@@ -22,6 +22,14 @@ Slot = tuple[str, str]
 # CheckFunctionManager.serialize_guards): it accepts them whatever they derive.
 _ACCEPTED_BY_TYPE = ("TYPE_MATCH", "BUILTIN_MATCH")
 
+# The only guard types the invariance policy may drop from the serialized copy,
+# and only when invariant across every captured variant: the identity guards
+# (the default filter drops them anyway) and BUILTIN_MATCH, an identity match on
+# a builtin that the serializer accepts. Everything that pins a shape, value or
+# kind is outside it.
+POLICY_TYPES = frozenset({"ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH", "NN_MODULE",
+                          "CLOSURE_MATCH", "BUILTIN_MATCH"})
+
 # Guards that pin a Python value by equality (CONSTANT_MATCH delegates to them).
 _PINNING = frozenset({"CONSTANT_MATCH", "CONSTANT_SUBCLASS_MATCH", "EQUALS_MATCH",
                       "COUNT_ITERATOR_MATCH", "RANGE_ITERATOR_MATCH"})
@@ -204,6 +212,31 @@ class Ledger:
     def pins(self, key: FrameKey) -> list[tuple[str, tuple[str, ...]]]:
         """The (source, recipe) checks the artifact runs for frame ``key``."""
         return sorted(set(self._pinned(self.variants.get(key, [])).values()))
+
+    def policy(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
+        """The invariance policy: kept slots of a type in ``POLICY_TYPES`` that held
+        one value in every variant of every frame that guards them. The artifact
+        does not check them (the driver takes them out of the serialized guards)."""
+        values: dict[Slot, set[str]] = {}
+        everywhere: dict[Slot, bool] = {}
+        for vs in self._frames(skip):
+            present = [{(f.guard_type, f.source): f for f in fs if f.guard_type in POLICY_TYPES} for fs in vs]
+            for slot in set().union(*present) if present else ():
+                facts = [p.get(slot) for p in present]
+                everywhere[slot] = everywhere.get(slot, True) and all(
+                    f is not None and f.enforced for f in facts)
+                values.setdefault(slot, set()).update(f.value for f in facts if f is not None)
+        return {slot for slot, ok in everywhere.items() if ok and len(values[slot]) == 1}
+
+    def kept_code(self, slots: set[Slot]) -> dict[Slot, str]:
+        """One rendering per kept slot among ``slots``."""
+        out: dict[Slot, str] = {}
+        for vs in self.variants.values():
+            for fs in vs:
+                for f in sorted(fs):
+                    if f.enforced and f.code and (f.guard_type, f.source) in slots:
+                        out.setdefault((f.guard_type, f.source), f.code)
+        return out
 
     def wont_generalize(self, skip: set[FrameKey] = frozenset()) -> tuple[str, ...]:
         """Sources some variant pins by value while no variant of the same frame

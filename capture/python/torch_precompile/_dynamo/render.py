@@ -109,6 +109,9 @@ def metadata(session: Any, records: list[dict[str, Any]], summary: PrecompileSum
         # can silently select the wrong graph. Audit them against the deployment.
         "DROPPED_GUARDS": [list(s) for s in summary.dropped_guards],
         "RISKY_DROPPED_GUARDS": [list(s) for s in summary.risky_dropped_guards],
+        # Kept by the filter, held identically in every captured variant, so the
+        # invariance policy took them out of the serialized guards: not checked.
+        "POLICY_DROPPED_GUARDS": [list(s) for s in summary.policy_dropped_guards],
         "DROPPED_GUARD_CODE": [list(s) for s in summary.dropped_guard_code],
         # Sources pinned to the value the capture saw; any other value misses.
         "WONT_GENERALIZE": list(summary.wont_generalize),
@@ -164,6 +167,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     else:
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
     sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
+    sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
     sections.append(("_BACKENDS", payloads, "compiled graphs"))
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()

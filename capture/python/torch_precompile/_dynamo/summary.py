@@ -14,8 +14,8 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
     ``records`` are the frame records the artifact is rendered from, when the
     caller already has them; otherwise they are built here. ``bypassed`` and
     ``uncovered_frames`` hold one bare co_name per frame; ``truncated`` holds
-    ``co_name (filename:firstlineno)`` once per code that hit the limit; no
-    invariance policy runs, so nothing is policy-dropped.
+    ``co_name (filename:firstlineno)`` once per code that hit the limit; the
+    invariance policy's drops (``Ledger.policy``) leave kept_guards.
     """
     entry = session.package.cache_entry()
     ledger = session.ledger
@@ -26,7 +26,8 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
     skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
     dropped = ledger.dropped(skip)
     risky = risky_reasons(session, records)
-    code = ledger.dropped_code(skip)
+    policy = ledger.policy(skip)
+    code = {**ledger.kept_code(policy), **ledger.dropped_code(skip)}
     return PrecompileSummary(
         frames=len(records),
         resume_functions=sum(1 for c in entry.codes if c.install_to_global),
@@ -37,10 +38,11 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
         uncovered_frames=tuple(r["name"] for r in records if r["kind"] == _frames.UNCOVERED),
         wont_generalize=ledger.wont_generalize(skip),
         dropped_guards=tuple(sorted(dropped)),
-        kept_guards=tuple(sorted(ledger.kept(skip))),
+        kept_guards=tuple(sorted(ledger.kept(skip) - policy)),
         risky_dropped_guards=tuple(sorted(set(risky) & dropped)),
-        policy_dropped_guards=(),
-        dropped_guard_code=tuple((t, src, code[(t, src)]) for t, src in sorted(dropped) if (t, src) in code),
+        policy_dropped_guards=tuple(sorted(policy)),
+        dropped_guard_code=tuple((t, src, code[(t, src)]) for t, src in sorted(dropped | policy)
+                                 if (t, src) in code),
         capture_errors=tuple(session.errors),
     )
 
