@@ -184,3 +184,21 @@ def test_the_invariance_policy_drops_an_invariant_builtin_match(tmp_path: Path) 
     assert lines["KEPT"] == "[]" and lines["CODE"] == f"[{slot}]", lines
     assert "POLICY_DROPPED_GUARDS = [['BUILTIN_MATCH'," in (tmp_path / "p.py").read_text()
     assert "served" in run_python(POLICY_SERVE.format(tests=str(TESTS), out=str(tmp_path))).check().stdout
+
+
+def test_a_bypassed_frame_that_compiled_nothing_is_served_as_plain_python() -> None:
+    from types import SimpleNamespace
+
+    from torch_precompile._dynamo import frames
+
+    def code(name: str, line: int, **kw):
+        fields = dict(bypassed=True, backend_ids=[], guarded_codes=[], has_compile_id=True,
+                      python_module="m", function_names=[], install_to_global=False, import_sources={})
+        fields.update(kw)
+        return SimpleNamespace(python_code=SimpleNamespace(co_name=name, co_filename="m.py", co_firstlineno=line),
+                               **fields)
+
+    entry = SimpleNamespace(codes=[code("step", 1), code("graphless", 5), code("lost_graph", 9)])
+    records = frames.frame_records(entry, set(), set(), graph_bypassed={("lost_graph", "m.py", 9)})
+    # the entry can never be plain; a bypass that threw a graph away is a gap
+    assert [r["kind"] for r in records] == [frames.BYPASSED, frames.PLAIN, frames.BYPASSED]

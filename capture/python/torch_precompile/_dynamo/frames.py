@@ -63,12 +63,16 @@ def _graphless(code: Any) -> bool:
     return True
 
 
-def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]]) -> list[dict[str, Any]]:
+def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]],
+                  graph_bypassed: set[tuple[str, str, int]] = frozenset()) -> list[dict[str, Any]]:
     """One record per code the package holds, entry first.
 
     ``lossy`` are the frames that lost a guard to the filter: one of those that
     compiled nothing (no graph, no continuation) is served as plain Python
-    rather than through a variant that checks less than the original would.
+    rather than through a variant that checks less than the original would, and
+    so is one bypassed (its guards could not be serialized) whose bypassed
+    compiles produced no graph (``graph_bypassed`` are the frames one did):
+    running its original bytecode gives up nothing compiled.
     """
     from .guards import frame_key
 
@@ -80,6 +84,9 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
             kind, variants = PLAIN, []
         elif variants:
             kind = COMPILED
+        elif (i > 0 and code.bypassed and not code.backend_ids
+              and frame_key(code.python_code) not in graph_bypassed):
+            kind = PLAIN
         elif bypassed:
             kind = BYPASSED
         elif code.has_compile_id:

@@ -81,7 +81,9 @@ def _package_for_install(entry: Any, records: list[dict[str, Any]]) -> Any:
         if r["kind"] == _frames.BYPASSED:
             c = dataclasses.replace(c, bypassed=True, guarded_codes=[], backend_ids=[])
         elif r["kind"] == _frames.PLAIN:
-            c = dataclasses.replace(c, guarded_codes=[], backend_ids=[])
+            # not bypassed either: install() skips a bypassed code without marking
+            # it, and Dynamo would then compile it on first call
+            c = dataclasses.replace(c, guarded_codes=[], backend_ids=[], bypassed=False)
         codes.append(c)
     return dataclasses.replace(entry, codes=codes)
 
@@ -150,7 +152,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
 
     entry = session.package.cache_entry()
     payloads, missing = _frames.backend_payloads(session)
-    records = _frames.frame_records(entry, missing, session.ledger.lossy())
+    records = _frames.frame_records(entry, missing, session.ledger.lossy(), session.graph_bypassed)
     summary = summarize(session, records)
     _frames.check_entry(records, fn_name)
     mode = _frames.serving_mode(records)

@@ -111,6 +111,9 @@ class Session:
         # backend id -> the AOTAutograd bundle recorded for it (inductor)
         self.artifacts: dict[str, Any] = {}
         self.truncated: set[str] = set()
+        # frames a bypassed compile of which had produced a graph (lost with it)
+        self.graph_bypassed: set[Any] = set()
+        self._watch_bypasses()
         self.errors: list[str] = []
         self.calls = 0
         # Its own recompile region: an earlier compile of fn in this process
@@ -149,6 +152,20 @@ class Session:
         finally:
             _running.remove(self)
             self._take_artifacts()
+
+    def _watch_bypasses(self) -> None:
+        """Tell a bypassed frame that compiled nothing (served as plain Python)
+        from one whose graph the bypass threw away (a gap)."""
+        from .guards import frame_key
+
+        package, bypass = self.package, self.package.bypass_current_compile
+
+        def bypass_current_compile() -> None:
+            if package._current_backend_ids and package.current_entry is not None:
+                self.graph_bypassed.add(frame_key(package.current_entry.python_code))
+            bypass()
+
+        package.bypass_current_compile = bypass_current_compile
 
     def note_truncated(self) -> None:
         code = self.package.current_entry.python_code if self.package.current_entry else None
