@@ -60,6 +60,11 @@ with tp.no_compilation():     # any Dynamo/Inductor compile here would raise
             same(a.grad, b.grad)
     x = torch.randn(2, 8)
     same(h(p, x), dm.step(p, x))
+    try:   # the gates are armed here (no install(), no shim): a compile raises
+        torch.compile(lambda y: y + 1, backend="eager")(torch.ones(1))
+        print("NOT GATED")
+    except tp.PrecompileError:
+        pass
 assert counters["stats"]["unique_graphs"] == 0
 print("served")
 """
@@ -78,4 +83,5 @@ def test_inductor_artifacts_serve_in_a_fresh_process_without_compiling(captured)
     assert "BACKEND = 'inductor'" in (out / "print_break.py").read_text()
     assert "SERVING_MODE = 'installed'" in (out / "parent.py").read_text()
     r = run_python(SERVE.format(tests=str(TESTS), out=str(out))).check()
+    assert "NOT GATED" not in r.stdout
     assert "served" in r.stdout

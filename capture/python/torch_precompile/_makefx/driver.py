@@ -110,8 +110,18 @@ class _PcNoAutocast:
             region.__exit__(*exc)
 
 
-def _pc_no_ambient_autocast():
-    return _PcNoAutocast()
+def _pc_call(flat):
+    try:
+        return list(call(flat))
+    except AssertionError as e:
+        # Inductor's assert_size_stride / dtype checks: the one place a layout the
+        # checks above let through (a strided input, a parameter's strides, dims
+        # that must be equal) is caught.
+        if "expected size" not in str(e) and "expected dtype" not in str(e):
+            raise
+        _pc_fail(f"an input or parameter does not have the size, stride or dtype the "
+                 f"inductor program was compiled for ({e}); pass tensors laid out as at "
+                 "capture (.contiguous()), or capture again with this layout")
 
 
 def forward(*args, **kwargs):
@@ -122,18 +132,12 @@ def forward(*args, **kwargs):
     state = _pc_module_state(args)
     leaves = _pc_user_leaves(args)
     grad_mode = _torch.is_grad_enabled() and BACKEND == "eager" and not GRAD_PARAM_INDICES
-    with _torch.set_grad_enabled(grad_mode), _pc_no_ambient_autocast():
-        try:
-            outs = list(call([*state, *leaves]))
-        except AssertionError as e:
-            # Inductor's assert_size_stride / dtype checks: the one place a layout the
-            # checks above let through (a strided input, a parameter's strides, dims
-            # that must be equal) is caught.
-            if "expected size" not in str(e) and "expected dtype" not in str(e):
-                raise
-            _pc_fail(f"an input or parameter does not have the size, stride or dtype the "
-                     f"inductor program was compiled for ({e}); pass tensors laid out as at "
-                     "capture (.contiguous()), or capture again with this layout")
+    with _torch.set_grad_enabled(grad_mode):
+        if _torch.is_autocast_enabled("cpu") or _torch.is_autocast_enabled("cuda"):
+            with _PcNoAutocast():
+                outs = _pc_call([*state, *leaves])
+        else:
+            outs = _pc_call([*state, *leaves])
     n_result = len(outs) - len(GRAD_PARAM_INDICES)
     if GRAD_PARAM_INDICES:
         with _torch.no_grad():
