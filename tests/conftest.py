@@ -76,6 +76,24 @@ def compiler_runs(path: str | Path, verdict: str | None = None) -> list[dict]:
     return [r for r in read_journal(path) if r["kind"] == "compile" and (verdict is None or r["verdict"] == verdict)]
 
 
+def cold_host(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A serving host with nothing warm: empty Inductor and Triton caches, its own
+    TMPDIR and working directory (``tmp_path/cwd``), locked down from the start,
+    the shim strict (run with ``preload=True``), and a journal."""
+    for sub in ("inductor", "triton", "tmp", "cwd"):
+        (tmp_path / sub).mkdir(parents=True)
+    journal = tmp_path / "journal.jsonl"
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "TORCH_PRECOMPILE_NO_COMPILATION": "1",
+        "PRECOMPILE_STRICT": "1",
+        "PRECOMPILE_JOURNAL": str(journal),
+    }
+    return env, journal
+
+
 @pytest.fixture
 def journal(tmp_path: Path) -> Path:
     return tmp_path / "journal.jsonl"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read_journal, run_python, shim_path
+from conftest import cold_host, read_journal, run_python, shim_path
 
 TESTS = Path(__file__).resolve().parent
 MODELS = ["mlp", "convbn", "block"]
@@ -57,21 +57,6 @@ def pairs(tmp_path_factory) -> Path:
         assert metas[name]["frozen_cpp_kernels"] >= 1, metas[name]
         assert metas[name]["vec_isa"] is not None
     return d
-
-
-def cold_host(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    for sub in ("inductor", "triton", "tmp", "cwd"):
-        (tmp_path / sub).mkdir()
-    journal = tmp_path / "journal.jsonl"
-    env = {
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
-        "TMPDIR": str(tmp_path / "tmp"),
-        "TORCH_PRECOMPILE_NO_COMPILATION": "1",
-        "PRECOMPILE_STRICT": "1",
-        "PRECOMPILE_JOURNAL": str(journal),
-    }
-    return env, journal
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read_journal, run_python
+from conftest import cold_host, read_journal, run_python
 
 pytest.importorskip("transformers")
 
@@ -86,20 +86,6 @@ MODELS = {
     "llama": (("llama", "lm_logits", "tokens", [(2, 8)], False), [(2, 8), (2, 9)]),
     "gpt2_train": (("gpt2", "lm_train", "tokens", [(2, 8)], True), [(2, 8)]),
 }
-
-
-def cold_host(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    for sub in ("inductor", "triton", "tmp", "cwd"):
-        (tmp_path / sub).mkdir(parents=True)
-    journal = tmp_path / "journal.jsonl"
-    return {
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
-        "TMPDIR": str(tmp_path / "tmp"),
-        "TORCH_PRECOMPILE_NO_COMPILATION": "1",
-        "PRECOMPILE_STRICT": "1",
-        "PRECOMPILE_JOURNAL": str(journal),
-    }, journal
 
 
 def _tagged(stdout: str, tag: str):
