@@ -158,13 +158,6 @@ def case_dtensor_subclass():
         return " ;; ".join(res)
     return _with_gloo(body)
 
-def case_mark_unbacked_subclass_rejected():
-    def body(mesh, distribute_tensor, Replicate):
-        x = distribute_tensor(torch.randn(8, 4), mesh, [Replicate()])
-        mark_unbacked(x, 0)
-        return outcome(lambda: makefx(lambda mm, t: mm(t), torch.nn.Linear(4, 3).eval(), x))
-    return _with_gloo(body)
-
 def case_inlined_fallback_when_artifact_absent():
     m = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval(); x = torch.randn(5, 4)
     art = makefx(lambda model, x: model(x), m, x)
@@ -1414,14 +1407,6 @@ def test_dtensor_subclass(makefx_line: str) -> None:
         all_flags(text.split(" dtype=")[0])
         if "dtype=" in text:                      # a subclass input's outer dtype is checked like a dense one's
             refusal(text.split(" dtype=", 1)[1], "float64", "float32")
-
-
-@slow
-@job("makefx")
-def test_mark_unbacked_subclass_rejected(makefx_line: str) -> None:
-    if makefx_line.startswith("SKIP"):
-        pytest.skip(makefx_line)
-    assert makefx_line.startswith("PrecompileError:"), makefx_line
 
 
 @slow

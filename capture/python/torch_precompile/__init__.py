@@ -27,8 +27,8 @@ __all__ = [
 _HOMES = {
     "capture": "_api",
     "load": "_api",
-    "Capture": "_api",
-    "PrecompiledRunnable": "_api",
+    "Capture": "_bases",
+    "PrecompiledRunnable": "_bases",
     "no_compilation": "_lockdown",
     "serving": "_lockdown",
     "install": "_install",

@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from . import _artifact, _native
-from ._api import PrecompiledRunnable
+from ._bases import PrecompiledRunnable
 from ._errors import PrecompileError
 
 log = logging.getLogger(__name__)

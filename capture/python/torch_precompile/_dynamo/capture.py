@@ -9,7 +9,7 @@ import types
 from typing import Any, Callable
 
 from .. import _artifact, _lifecycle
-from .._api import Capture
+from .._bases import Capture
 from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from .._tracers import DynamoTracer

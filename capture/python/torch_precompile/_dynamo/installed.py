@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._api import PrecompiledRunnable
+from .._bases import PrecompiledRunnable
 from .._errors import PrecompileError
 
 

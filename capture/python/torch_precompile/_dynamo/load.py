@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from .. import _native
-from .._api import PrecompiledRunnable
+from .._bases import PrecompiledRunnable
 from .._errors import PrecompileError
 
 
