@@ -84,6 +84,13 @@ def storage():
     mark_unbacked(x, 0)
     capture(reads_storage, x, "storage")
 print("STORAGE |", refused(storage))
+def unbacked_in_trace():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    x = torch.ones(4, 3)
+    mark_unbacked(x, 0)
+    with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+        capture(double, x, "nested")
+print("NESTED |", refused(unbacked_in_trace))
 x = torch.randn(8, 4).t()                       # a strided example input
 capture(double, x, "strided")
 f = tp.load(f"{{out}}/strided.py", f"{{out}}/strided.cache")
@@ -112,6 +119,7 @@ def test_precompile_errors_where_torch_would_leak_its_own(tmp_path: Path) -> Non
     assert "effectful op (aten._print.default)" in lines["EFFECT"] and "backend='eager'" in lines["EFFECT"]
     assert "inside an enclosing FakeTensorMode" in lines["FAKE"], lines["FAKE"]
     assert "reads a tensor's storage" in lines["STORAGE"], lines["STORAGE"]
+    assert "UNBACKED capture (mark_unbacked dims) cannot run inside another trace" in lines["NESTED"]
     assert "does not have the size, stride or dtype" in lines["STRIDE"] and "stride" in lines["STRIDE"]
     for backend in ("eager", "inductor"):
         assert lines[f"AUTOCAST {backend}"] == "torch.float32 True", lines

@@ -138,6 +138,14 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
         if dynamic:
             from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+            if torch._guards.TracingContext.try_get() is not None:
+                raise PrecompileError(
+                    "capture: an UNBACKED capture (mark_unbacked dims) cannot run inside "
+                    "another trace: a TracingContext is active, and the capture's symbolic "
+                    "trace would nest in it. Call the capture outside that trace, or drop "
+                    "the mark_unbacked marks (a static capture may run there)"
+                )
+
             example_inputs, fake_mode = fakeify(lifted.tensors, user_flat, marks)
             try:
                 with torch.enable_grad(), fake_mode:
