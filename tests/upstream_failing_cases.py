@@ -178,39 +178,6 @@ def user_input_error_precedes_structural_error() -> None:
 # ---------------------------------------------------------------------------
 
 
-def user_input_requiring_grad_rejected() -> None:
-    """Mirrors test_user_input_requiring_grad_rejected.
-
-    Expects: fn = lambda t: (t * t).sum().backward() on a requires_grad USER INPUT
-    (not a parameter) is refused at capture with PrecompileError "user input
-    received a gradient", since the artifact does not carry that gradient.
-    Observed: with the default inductor backend the refusal is for another reason,
-    PrecompileError "capture: the inductor backend has nothing to lower (fn
-    returns its inputs or constants unchanged); return a computed tensor or use
-    backend='eager'". With backend='eager' (or an fn that also returns a tensor)
-    the capture SUCCEEDS, and the served call silently drops the gradient: x.grad
-    stays None where eager gives 2 * x (a silent wrong result).
-
-        x = torch.randn(4, requires_grad=True)
-        with tp.capture(lambda t: (t * t).sum().backward(), artifact_path="a.py", cache_path="a.cache",
-                        tracer=tp.MakeFxTracer(), backend="eager") as cap:
-            cap(x)
-        x2 = torch.randn(4, requires_grad=True); tp.load("a.py", "a.cache")(x2); print(x2.grad)  # None
-    """
-    out = child(r"""
-        print("INDUCTOR |", outcome(lambda: makefx(lambda t: (t * t).sum().backward(), torch.randn(4, requires_grad=True))))
-        def eager():
-            art = makefx(lambda t: (t * t).sum().backward(), torch.randn(4, requires_grad=True), backend="eager")
-            x2 = torch.randn(4, requires_grad=True)
-            art.load()(x2)
-            print("SERVED grad", x2.grad)
-        print("EAGER |", outcome(eager))
-    """)
-    for label in ("INDUCTOR", "EAGER"):
-        line = next(x for x in out.splitlines() if x.startswith(label + " |"))
-        assert "user input" in line and "gradient" in line, out
-
-
 def example_grad_restored_when_fn_raises() -> None:
     """Mirrors test_example_grad_restored_when_fn_raises.
 
@@ -322,35 +289,6 @@ def unbacked_capture_refuses_a_meta_less_op_in_an_allowlisted_namespace() -> Non
     """)
     line = next(x for x in out.splitlines() if x.startswith("META |"))
     assert "UnsupportedOperatorException" in line, out
-
-
-def mark_unbacked_subclass_rejected() -> None:
-    """Mirrors test_mark_unbacked_subclass_rejected.
-
-    Expects: a mark_unbacked dim on a DTensor input (gloo, world size 1, a plain
-    Linear model) is refused at capture with PrecompileError "tensor subclass"
-    rather than traced on a subclass-stripped dense tensor.
-    Observed: a RAW RuntimeError from the DTensor dispatch: "aten.addmm.default
-    got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor
-    before calling distributed operators!" (the real call runs first and fails as
-    eager would); no PrecompileError naming the marked subclass.
-    """
-    out = child(r"""
-        import socket
-        import torch.distributed as dist
-        from torch.distributed.tensor import DeviceMesh, distribute_tensor, Replicate
-        s = socket.socket(); s.bind(("localhost", 0)); port = s.getsockname()[1]; s.close()
-        os.environ["MASTER_ADDR"] = "localhost"; os.environ["MASTER_PORT"] = str(port)
-        dist.init_process_group("gloo", rank=0, world_size=1)
-        try:
-            x = distribute_tensor(torch.randn(8, 4), DeviceMesh("cpu", [0]), [Replicate()])
-            mark_unbacked(x, 0)
-            print("SUB |", outcome(lambda: makefx(lambda mm, t: mm(t), torch.nn.Linear(4, 3).eval(), x)))
-        finally:
-            dist.destroy_process_group()
-    """)
-    line = next(x for x in out.splitlines() if x.startswith("SUB |"))
-    assert line.startswith("SUB | PrecompileError") and "subclass" in line, out
 
 
 def shape_only_input_is_layout_flexible() -> None:
@@ -597,53 +535,17 @@ def dynamic_shapes_eager_rejected() -> None:
 # ---------------------------------------------------------------------------
 
 
-def a_failed_rename_on_a_first_write_leaves_nothing_named_artifact() -> None:
-    """Mirrors test_a_failed_rename_on_a_first_write_leaves_nothing_named[artifact]
-    (public analog: upstream patches os.replace; here the artifact name is a
-    non-empty directory, so renaming the artifact's temp file over it fails).
-
-    Expects: a FIRST write whose artifact rename fails leaves nothing under either
-    name (no cache without its source).
-    Observed: the capture raises PrecompileError "could not write the artifact
-    pair (.../m.py, .../m.cache): ... renaming the temp file over .../m.py: Is a
-    directory (os error 21). Nothing was replaced; ..." but the NEW cache was
-    already renamed into place: m.cache exists beside no artifact. On a rewrite
-    the same failure leaves the previous m.cache replaced by the new one, although
-    the message says "Nothing was replaced". (The cache is renamed first; README
-    names only a crash between the two renames as the window left.)
-
-        os.mkdir("d/m.py"); open("d/m.py/keep", "w").write("x")
-        with tp.capture(lambda t: t + 1, artifact_path="d/m.py", cache_path="d/m.cache",
-                        tracer=tp.MakeFxTracer(), backend="eager") as cap:
-            cap(torch.ones(2))          # PrecompileError ... "Nothing was replaced"
-        os.path.exists("d/m.cache")     # True
-    """
-    out = child(r"""
-        d = os.path.join(um.OUT, "first"); os.makedirs(d)
-        a, c = os.path.join(d, "m.py"), os.path.join(d, "m.cache")
-        os.mkdir(a); open(os.path.join(a, "keep"), "w").write("x")
-        def go():
-            with tp.capture(lambda t: t + 1, artifact_path=a, cache_path=c, tracer=tp.MakeFxTracer(), backend="eager") as cap:
-                cap(torch.ones(2))
-        print("WRITE |", outcome(go))
-        print("CACHE_NAMED", os.path.exists(c))
-    """)
-    assert "WRITE | PrecompileError" in out and "CACHE_NAMED False" in out, out
-
-
 CASES = [
     unserializable_in_spec_still_compiles,
     unserializable_context_in_spec_still_compiles,
     input_leaf_count_mismatch_rejected_when_spec_unserializable,
     unserializable_in_spec_accepts_distinct_structures,
     user_input_error_precedes_structural_error,
-    user_input_requiring_grad_rejected,
     example_grad_restored_when_fn_raises,
     unbacked_capture_with_preexisting_grad,
     preexisting_param_grad_capture_succeeds,
     control_flow_subgraph_rejected,
     unbacked_capture_refuses_a_meta_less_op_in_an_allowlisted_namespace,
-    mark_unbacked_subclass_rejected,
     shape_only_input_is_layout_flexible,
     untrusted_input_warning_fires_per_load,
     single_trust_warning_on_inlined_load,
@@ -655,7 +557,6 @@ CASES = [
     backend_invalid_raises,
     tracer_invalid_raises,
     dynamic_shapes_eager_rejected,
-    a_failed_rename_on_a_first_write_leaves_nothing_named_artifact,
 ]
 
 

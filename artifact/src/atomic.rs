@@ -49,9 +49,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// error up to that point leaves both old files untouched. Then the cache is
 /// renamed, then the code, then the directories are fsynced.
 ///
-/// The remaining window: two renames cannot be one atomic step. A crash, or an
-/// error renaming the code, between the two renames leaves the new cache next to
-/// the old code. No data I/O happens in that window (both files are already on
+/// The remaining window: two renames cannot be one atomic step. An error renaming
+/// the code puts the old cache back (it is kept under a temp name, a hard link,
+/// until both renames are done; a cache that did not exist is removed). A crash
+/// between the two renames leaves the new cache next to the old code. No data I/O happens in that window (both files are already on
 /// disk), so it lasts microseconds, and the pair it leaves is detectable: the
 /// cache's `code_hash` does not match the code, and the loader refuses the pairing
 /// (`Header::check_code`) while the old code still runs on its own by JIT.
@@ -90,8 +91,17 @@ pub(crate) fn write_pair_atomic_with(
     }
     let code = Staged::write(code_path, code, fail)?;
     let cache = Staged::write(cache_path, cache, fail)?;
+    // The old cache, kept under a temp name until the code is in place too, so a
+    // failed second rename can put it back (or remove a cache that is new).
+    let old_cache = keep_old(cache_path);
     let cache_dir = cache.commit(fail)?;
-    let code_dir = code.commit(fail)?;
+    let code_dir = match code.commit(fail) {
+        Ok(dir) => dir,
+        Err(e) => {
+            put_back(cache_path, old_cache);
+            return Err(e);
+        }
+    };
     fail(Step::SyncDir, cache_path)?;
     sync_dir(&cache_dir)?;
     if code_dir != cache_dir {
@@ -99,6 +109,43 @@ pub(crate) fn write_pair_atomic_with(
         sync_dir(&code_dir)?;
     }
     Ok(())
+}
+
+/// A hard link to the file at `path` under a temp name, if there is one (None
+/// when there is no file, or the file system cannot link: then a failed second
+/// rename leaves the documented window). Removed when dropped.
+fn keep_old(path: &Path) -> Option<TempGuard> {
+    if !fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return Some(TempGuard(PathBuf::new())); // nothing was there: undo is removal
+    }
+    let (dir, name) = split(path).ok()?;
+    for _ in 0..64 {
+        let link = temp_path(&dir, &name);
+        match fs::hard_link(path, &link) {
+            Ok(()) => return Some(TempGuard(link)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Undoes the cache's rename after the code's failed: the old cache goes back
+/// under its name, or the new one is removed when there was none. Best effort:
+/// the error being reported is the rename's.
+fn put_back(path: &Path, old: Option<TempGuard>) {
+    match old {
+        Some(mut kept) if kept.0.as_os_str().is_empty() => {
+            let _ = fs::remove_file(path);
+            kept.0 = PathBuf::new();
+        }
+        Some(mut kept) => {
+            if fs::rename(&kept.0, path).is_ok() {
+                kept.0 = PathBuf::new(); // renamed back: nothing left to remove
+            }
+        }
+        None => {}
+    }
 }
 
 /// A written and fsynced temp file waiting to be renamed over its target.
@@ -150,19 +197,23 @@ impl Drop for TempGuard {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A fresh `dir/.<name>.<pid>.<n>.tmp` name (not created).
+fn temp_path(dir: &Path, name: &OsString) -> PathBuf {
+    // Keep the temp name under NAME_MAX (255) even for a 255-byte target name.
+    let prefix = &name.as_bytes()[..name.len().min(200)];
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut temp_name = b".".to_vec();
+    temp_name.extend_from_slice(prefix);
+    temp_name.extend_from_slice(format!(".{}.{n}.tmp", std::process::id()).as_bytes());
+    dir.join(OsString::from_vec(temp_name))
+}
+
 /// Creates `dir/.<name>.<pid>.<n>.tmp` exclusively; the name may be a stale
 /// leftover of a crashed process with the same pid, hence `create_new` and retries.
 fn create_temp(dir: &Path, name: &OsString) -> io::Result<(File, TempGuard)> {
-    // Keep the temp name under NAME_MAX (255) even for a 255-byte target name.
-    let prefix = &name.as_bytes()[..name.len().min(200)];
-    let pid = std::process::id();
     let mut last_err = None;
     for _ in 0..64 {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut temp_name = b".".to_vec();
-        temp_name.extend_from_slice(prefix);
-        temp_name.extend_from_slice(format!(".{pid}.{n}.tmp").as_bytes());
-        let temp_path = dir.join(OsString::from_vec(temp_name));
+        let temp_path = temp_path(dir, name);
         match OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -215,8 +215,8 @@ fn pair_failure_before_any_rename_leaves_both_old_files() {
 }
 
 #[test]
-fn pair_failure_between_renames_leaves_new_cache_old_code_and_no_temp() {
-    // The documented window: the cache is renamed first.
+fn pair_failure_between_renames_puts_the_old_cache_back_and_leaves_no_temp() {
+    // The cache is renamed first; the code's failed rename undoes it.
     let dir = tempfile::tempdir().unwrap();
     let (code, cache) = (dir.path().join("m.py"), dir.path().join("m.cache"));
     fs::write(&code, b"old code").unwrap();
@@ -230,8 +230,31 @@ fn pair_failure_between_renames_leaves_new_cache_old_code_and_no_temp() {
         }
     };
     assert!(write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut fail).is_err());
-    assert_eq!(fs::read(&cache).unwrap(), b"new cache");
+    assert_eq!(fs::read(&cache).unwrap(), b"old cache");
     assert_eq!(fs::read(&code).unwrap(), b"old code");
+    assert_eq!(listing(dir.path()).len(), 2);
+}
+
+#[test]
+fn a_failed_first_write_of_the_code_leaves_no_cache_behind() {
+    // No pair existed: the code's path is a non-empty directory, so its rename fails.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, cache) = (dir.path().join("m.py"), dir.path().join("m.cache"));
+    fs::create_dir(&code).unwrap();
+    fs::write(code.join("keep"), b"x").unwrap();
+    assert!(write_pair_atomic(&code, b"new code", &cache, b"new cache").is_err());
+    assert!(!cache.exists());
+    assert_eq!(listing(dir.path()), BTreeSet::from(["m.py".to_string()]));
+}
+
+#[test]
+fn a_successful_pair_write_leaves_no_kept_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, cache) = (dir.path().join("m.py"), dir.path().join("m.cache"));
+    fs::write(&code, b"old code").unwrap();
+    fs::write(&cache, b"old cache").unwrap();
+    write_pair_atomic(&code, b"new code", &cache, b"new cache").unwrap();
+    assert_eq!(fs::read(&cache).unwrap(), b"new cache");
     assert_eq!(listing(dir.path()).len(), 2);
 }
 

@@ -39,8 +39,27 @@ class Traced:
     dynamic: bool
 
 
+def _leaf_paths(user_args: tuple[Any, ...], positions: list[int], count: int) -> list[str]:
+    """Where each flattened user leaf sits among fn's arguments (``argument 2['kv']``);
+    a pytree node registered without flatten_with_keys_fn has no key paths."""
+    try:
+        return [f"argument {positions[p[0].idx]}{pytree.keystr(p[1:])}"
+                for p, _ in pytree.tree_flatten_with_path(user_args)[0]]
+    except ValueError:
+        return [f"input leaf {i}" for i in range(count)]
+
+
 def _leaf_record(leaf: Any, marks: dict[int, tuple[Any, Any, Any]], where: str) -> dict[str, Any]:
     """What the driver checks a runtime leaf against."""
+    if marks and isinstance(leaf, torch.Tensor) and type(leaf) not in (torch.Tensor, torch.nn.Parameter):
+        kind = type(leaf)
+        raise PrecompileError(
+            f"capture: the input at {where} is a tensor subclass "
+            f"({kind.__module__}.{kind.__qualname__}) with mark_unbacked dims; an unbacked "
+            "capture builds plain fake tensors for marked inputs, which a subclass's "
+            "ops cannot mix with. Drop the marks (a static capture takes the subclass), "
+            "or pass a plain tensor (DTensor.to_local())"
+        )
     if isinstance(leaf, torch.Tensor):
         shape: list[int | None] = [None if d in marks else int(s) for d, s in enumerate(leaf.shape)]
         if leaf.is_contiguous():
@@ -92,9 +111,7 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
             "capture: mark_unbacked dims need backend='inductor' (the eager backend runs "
             "the captured graph as-is, specialized to the example shapes)"
         )
-    positions = [i for i in range(len(args)) if i not in module_positions]
-    paths = [f"argument {positions[p[0].idx]}{pytree.keystr(p[1:])}"
-             for p, _ in pytree.tree_flatten_with_path(user_args)[0]]
+    paths = _leaf_paths(user_args, [i for i in range(len(args)) if i not in module_positions], len(user_flat))
     user_leaves = [_leaf_record(leaf, m, path) for leaf, m, path in zip(user_flat, marks, paths)]
     num_pb = len(lifted.tensors)
     n_params = lifted.num_params
@@ -116,6 +133,14 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                     ui += 1
             result = fn(*full)
         grads = [p.grad for p in pb[:n_params]]
+        given = [i for i, t in enumerate(flat[num_pb:]) if getattr(t, "grad", None) is not None]
+        if given:
+            raise PrecompileError(
+                f"capture: user input leaves {given} received a gradient (a backward in fn "
+                "reached an input that requires grad); only the gradients of the nn.Module "
+                "arguments' parameters are carried, so the served call would drop it. "
+                "Make it a parameter of a module argument, or detach the input"
+            )
         if any(getattr(b, "grad", None) is not None for b in pb[n_params:]):
             raise PrecompileError(
                 "capture: a registered buffer received a gradient; only parameter "
@@ -204,12 +229,16 @@ def _refuse_opaque_outputs(result: Any, leaves: list[Any]) -> None:
     it cannot return from a graph; name it, where it sits, and what to do."""
     if all(isinstance(leaf, _OUTPUT_LEAVES) for leaf in leaves):
         return
-    for path, leaf in pytree.tree_flatten_with_path(result)[0]:
+    try:
+        with_paths = [(pytree.keystr(p), leaf) for p, leaf in pytree.tree_flatten_with_path(result)[0]]
+    except ValueError:  # a node registered without flatten_with_keys_fn: no key paths
+        with_paths = [(f" leaf {i}", leaf) for i, leaf in enumerate(leaves)]
+    for path, leaf in with_paths:
         if not isinstance(leaf, _OUTPUT_LEAVES):
             kind = type(leaf)
             raise PrecompileError(
                 f"capture: fn's output holds a {kind.__module__}.{kind.__qualname__} at "
-                f"output{pytree.keystr(path)}, which pytree cannot flatten (no pytree node is "
+                f"output{path}, which pytree cannot flatten (no pytree node is "
                 "registered for it), so make_fx cannot return it from the graph. Return only "
                 "tensors and plain values (for a transformers model pass use_cache=False, or "
                 "return out.logits), register the type with torch.utils._pytree, or capture "
