@@ -2154,3 +2154,104 @@ def test_a_failed_rename_on_a_first_write_leaves_nothing_named_artifact() -> Non
         print("CACHE_NAMED", os.path.exists(c))
     """)
     assert "WRITE | PrecompileError" in out and "CACHE_NAMED False" in out, out
+
+
+def test_unserializable_in_spec_still_compiles() -> None:
+    """Mirrors test_unserializable_in_spec_still_compiles.
+
+    Expects: an fn whose input is an UNREGISTERED collections.namedtuple still
+    captures (IN_SPEC degrades to None, the structure check is skipped) and the
+    loaded artifact returns model(p.x + p.y).
+    Observed: capture raises PrecompileError "capture: the input structure of fn
+    cannot be written as source (Can't serialize TreeSpec of namedtuple class
+    <class '__main__.P'> because we didn't register a serialized_type_name ...);
+    use plain tuples, lists and dicts (or register the namedtuple with pytree)".
+    A clear refusal, not a crash; not stated in README.
+
+        P = collections.namedtuple("P", ["x", "y"])
+        with tp.capture(lambda m, p: m(p.x + p.y), artifact_path="a.py", cache_path="a.cache",
+                        tracer=tp.MakeFxTracer()) as cap:
+            cap(torch.nn.Linear(4, 3), P(torch.randn(5, 4), torch.randn(5, 4)))
+    """
+    out = child(r"""
+        P = collections.namedtuple("P", ["x", "y"])
+        m = torch.nn.Linear(4, 3).eval(); inp = P(torch.randn(5, 4), torch.randn(5, 4))
+        arts = []
+        print("CAPTURE |", outcome(lambda: arts.append(makefx(lambda model, p: model(p.x + p.y), m, inp))))
+        if arts:
+            print("EQ", close(arts[0].load()(m, inp), m(inp.x + inp.y)))
+    """)
+    assert "EQ True" in out, out
+
+
+def test_unserializable_context_in_spec_still_compiles() -> None:
+    """Mirrors test_unserializable_context_in_spec_still_compiles.
+
+    Expects: an input that is a registered pytree node whose context (a set) is
+    not JSON-dumpable (registered without flatten_with_keys_fn /
+    to_dumpable_context) still captures, and the artifact serves it.
+    Observed: capture raises a RAW ValueError from torch's pytree, not a
+    PrecompileError: "Did not find a flatten_with_keys_fn for type: <class
+    'upstream_models.UnserializableCtxInput'>. Please pass a flatten_with_keys_fn
+    argument to register_pytree_node." (the MakeFx capture flattens inputs with key
+    paths).
+
+        # upstream_models.UnserializableCtxInput: register_pytree_node(cls,
+        #     lambda n: ([n.a, n.b], {"ctx"}), lambda ch, _c: cls(*ch), serialized_type_name=...)
+        with tp.capture(lambda m, h: m(h.a + h.b), ..., tracer=tp.MakeFxTracer()) as cap:
+            cap(torch.nn.Linear(4, 3), um.UnserializableCtxInput(torch.randn(5, 4), torch.randn(5, 4)))
+    """
+    out = child(r"""
+        m = torch.nn.Linear(4, 3).eval(); inp = um.UnserializableCtxInput(torch.randn(5, 4), torch.randn(5, 4))
+        arts = []
+        print("CAPTURE |", outcome(lambda: arts.append(makefx(lambda model, h: model(h.a + h.b), m, inp))))
+        if arts:
+            print("EQ", close(arts[0].load()(m, inp), m(inp.a + inp.b)))
+    """)
+    assert "EQ True" in out, out
+
+
+def test_input_leaf_count_mismatch_rejected_when_spec_unserializable() -> None:
+    """Mirrors test_input_leaf_count_mismatch_rejected_when_spec_unserializable.
+
+    Expects: with the unserializable-context input above captured (inductor and
+    eager), a runtime input flattening to a different leaf count (one tensor for
+    the traced two) raises a clean PrecompileError ("flattened to ...").
+    Observed: the capture itself already fails with the raw pytree ValueError
+    "Did not find a flatten_with_keys_fn for type ..." (see
+    unserializable_context_in_spec_still_compiles), so nothing is served.
+    """
+    out = child(r"""
+        m = torch.nn.Linear(4, 3).eval(); inp = um.UnserializableCtxInput(torch.randn(5, 4), torch.randn(5, 4))
+        for backend in ("inductor", "eager"):
+            arts = []
+            print("CAPTURE", backend, "|", outcome(lambda: arts.append(makefx(lambda model, h: model(h.a + h.b), m, inp, backend=backend))))
+            if arts:
+                f = arts[0].load()
+                print(backend, "|", outcome(lambda: f(m, torch.randn(5, 4))))
+    """)
+    for backend in ("inductor", "eager"):
+        line = next((x for x in out.splitlines() if x.startswith(backend + " |")), "")
+        assert "PrecompileError" in line, out
+
+
+def test_unserializable_in_spec_accepts_distinct_structures() -> None:
+    """Mirrors test_unserializable_in_spec_accepts_distinct_structures.
+
+    Expects (upstream's documented best-effort gap): with an unserializable input
+    spec, both the traced custom node and a plain list of the same two leaves are
+    accepted and give model(t + t).
+    Observed: the capture fails with the raw pytree ValueError "Did not find a
+    flatten_with_keys_fn for type ..." before anything is served.
+    """
+    out = child(r"""
+        m = torch.nn.Linear(4, 3).eval(); inp = um.UnserializableCtxInput(torch.randn(5, 4), torch.randn(5, 4))
+        arts = []
+        print("CAPTURE |", outcome(lambda: arts.append(makefx(lambda model, h: model(h.a + h.b), m, inp))))
+        if arts:
+            f = arts[0].load()
+            t = torch.randn(5, 4)
+            print("NODE", close(f(m, um.UnserializableCtxInput(t, t)), m(t + t)))
+            print("LIST", close(f(m, [t, t]), m(t + t)))
+    """)
+    assert "NODE True" in out and "LIST True" in out, out

@@ -41,6 +41,13 @@ def _spec(spec: pytree.TreeSpec, what: str) -> str:
         ) from e
 
 
+def _input_spec(spec: pytree.TreeSpec) -> str | None:
+    try:
+        return pytree.treespec_dumps(spec)
+    except (NotImplementedError, TypeError):
+        return None
+
+
 def metadata(t: Traced, *, backend: str, fn_name: str) -> dict[str, Any]:
     state_names: dict[int, list[str]] = {}
     for pos, name, _idx in t.lifted.bindings:
@@ -65,7 +72,10 @@ def metadata(t: Traced, *, backend: str, fn_name: str) -> dict[str, Any]:
         "PARAMS": rows(t.lifted.param_names, t.lifted.tensors[:n]),
         "BUFFERS": rows(t.lifted.buffer_names, t.lifted.tensors[n:]),
         "GRAD_PARAM_INDICES": t.grad_param_indices,
-        "IN_SPEC": _spec(t.in_spec, "input"),
+        # None when pytree cannot write the input structure (an unregistered
+        # namedtuple, a node whose context is not JSON): the driver then checks
+        # the leaf count and each leaf, not the structure.
+        "IN_SPEC": _input_spec(t.in_spec),
         "OUT_SPEC": _spec(t.out_spec, "output"),
         "USER_LEAVES": t.user_leaves,
     }
