@@ -43,6 +43,11 @@ def _pc_unpack(blob):
     return _pickle.loads(_zlib.decompress(_base64.b64decode(blob)))
 
 
+# Unpacked once; every frame and variant reads them.
+_PC_MINTED = _pc_unpack(_MINTED)
+_PC_POLICY_DROPPED = {tuple(slot) for slot in _pc_unpack(_POLICY_DROPPED)}
+
+
 def _pc_check_build():
     # Serialized code objects are Python-version-locked and the guard state
     # torch-build-locked: refuse rather than run foreign bytecode.
@@ -85,7 +90,7 @@ def _pc_seed(scope, name, value):
 def _pc_minted(module_name, scope):
     # Values Dynamo bound by id (e.g. ___module_collections_<id>_c0): the
     # package does not record them, so the capture wrote a recipe for each.
-    for name, recipe in _pc_unpack(_MINTED).get(module_name, {}).items():
+    for name, recipe in _PC_MINTED.get(module_name, {}).items():
         _pc_seed(scope, name, _pc_make(recipe, f"the global {name!r} of module {module_name!r}"))
 
 
@@ -156,7 +161,7 @@ def _pc_serving_state(state):
         if "num_threads" in fields:
             fields["num_threads"] = _torch.get_num_threads()
             guard.__setstate__(_json.dumps(fields))
-    policy = {tuple(slot) for slot in _pc_unpack(_POLICY_DROPPED)}
+    policy = _PC_POLICY_DROPPED
     if policy and getattr(graph, "_guards", None) is not None:
         def slot(g):  # the summary's spelling of a slot (see _dynamo/guards.py normalize)
             name = _re.sub(r"\bL\[(['\"])(.*?)\1\]", r"\2", g.name)
@@ -373,7 +378,7 @@ def _pc_install():
     cache_entry = _pc_unpack(_PACKAGE)
     backends = {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
     try:
-        for module_name in _pc_unpack(_MINTED):
+        for module_name in _PC_MINTED:
             _pc_minted(module_name, vars(_pc_import(module_name)))
         package = CompilePackage(fn, cache_entry)
         import torch._dynamo.package as _package_module

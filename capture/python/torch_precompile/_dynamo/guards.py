@@ -22,14 +22,6 @@ Slot = tuple[str, str]
 # CheckFunctionManager.serialize_guards): it accepts them whatever they derive.
 _ACCEPTED_BY_TYPE = ("TYPE_MATCH", "BUILTIN_MATCH")
 
-# The only guard types the invariance policy may drop from the serialized copy,
-# and only when invariant across every captured variant: the identity guards
-# (the default filter drops them anyway) and BUILTIN_MATCH, an identity match on
-# a builtin that the serializer accepts. Everything that pins a shape, value or
-# kind is outside it.
-POLICY_TYPES = frozenset({"ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH", "NN_MODULE",
-                          "CLOSURE_MATCH", "BUILTIN_MATCH"})
-
 # Guards that pin a Python value by equality (CONSTANT_MATCH delegates to them).
 _PINNING = frozenset({"CONSTANT_MATCH", "CONSTANT_SUBCLASS_MATCH", "EQUALS_MATCH",
                       "COUNT_ITERATOR_MATCH", "RANGE_ITERATOR_MATCH"})
@@ -37,6 +29,13 @@ _PINNING = frozenset({"CONSTANT_MATCH", "CONSTANT_SUBCLASS_MATCH", "EQUALS_MATCH
 # Guards whose value is an object identity: compared by id within the capture.
 _IDENTITY = frozenset({"ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH",
                        "NN_MODULE", "CLOSURE_MATCH", "WEAKREF_ALIVE", "BUILTIN_MATCH"})
+
+# The only guard types the invariance policy may drop from the serialized copy,
+# and only when invariant across every captured variant: the identity guards
+# (the default filter drops them anyway) and BUILTIN_MATCH, an identity match on
+# a builtin that the serializer accepts; not WEAKREF_ALIVE, which guards that an
+# object still exists. Everything that pins a shape, value or kind is outside it.
+POLICY_TYPES = _IDENTITY - {"WEAKREF_ALIVE"}
 
 # Addresses and per-process counters differ run to run; scrub them so slots and
 # rendered checks compare (and the artifact diffs) stably.
@@ -167,14 +166,16 @@ class Ledger:
     def dropped(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
         return {(f.guard_type, f.source) for vs in self._frames(skip) for fs in vs for f in fs if not f.enforced}
 
-    def dropped_code(self, skip: set[FrameKey] = frozenset()) -> dict[Slot, str]:
-        """One rendering per dropped slot (the first variant's that rendered one)."""
+    def dropped_code(self, skip: set[FrameKey] = frozenset(), kept: set[Slot] = frozenset()) -> dict[Slot, str]:
+        """One rendering per dropped slot, and per kept slot among ``kept`` (the
+        invariance policy's drops): the first variant's that rendered one."""
         out: dict[Slot, str] = {}
         for vs in self._frames(skip):
             for fs in vs:
                 for f in sorted(fs):
-                    if not f.enforced and f.code:
-                        out.setdefault((f.guard_type, f.source), f.code)
+                    slot = (f.guard_type, f.source)
+                    if f.code and (not f.enforced or slot in kept):
+                        out.setdefault(slot, f.code)
         return out
 
     def risky(self, skip: set[FrameKey] = frozenset(), *, pins_checked: bool = True) -> dict[Slot, str]:
@@ -227,16 +228,6 @@ class Ledger:
                     f is not None and f.enforced for f in facts)
                 values.setdefault(slot, set()).update(f.value for f in facts if f is not None)
         return {slot for slot, ok in everywhere.items() if ok and len(values[slot]) == 1}
-
-    def kept_code(self, slots: set[Slot]) -> dict[Slot, str]:
-        """One rendering per kept slot among ``slots``."""
-        out: dict[Slot, str] = {}
-        for vs in self.variants.values():
-            for fs in vs:
-                for f in sorted(fs):
-                    if f.enforced and f.code and (f.guard_type, f.source) in slots:
-                        out.setdefault((f.guard_type, f.source), f.code)
-        return out
 
     def wont_generalize(self, skip: set[FrameKey] = frozenset()) -> tuple[str, ...]:
         """Sources some variant pins by value while no variant of the same frame

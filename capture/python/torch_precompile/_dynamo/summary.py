@@ -27,7 +27,7 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
     dropped = ledger.dropped(skip)
     risky = risky_reasons(session, records)
     policy = ledger.policy(skip)
-    code = {**ledger.kept_code(policy), **ledger.dropped_code(skip)}
+    code = ledger.dropped_code(skip, kept=policy)
     return PrecompileSummary(
         frames=len(records),
         resume_functions=sum(1 for c in entry.codes if c.install_to_global),
