@@ -13,6 +13,12 @@
 # functions, compiled graphs, import aliases, the builtins dict key). A call
 # no variant covers RAISES: there is no compiler behind a source artifact.
 #
+# Dynamo-free (DYNAMO_FREE = True, standalone only): code objects are marshal
+# data, each variant's guards the generated checks above (make(K, GS, TG)),
+# each graph a program exposing call(flat_inputs); neither torch._dynamo nor
+# torch._inductor is imported. Otherwise the frames hold Dynamo's serialized
+# guard state and the graphs Dynamo's backend payloads.
+#
 # Installed (SERVING_MODE = "installed"): _pc_install() loads the captured
 # entries onto the live code objects through torch._dynamo.package, and the
 # frame evaluator serves them; torch_precompile.load() wraps the calls.
@@ -21,6 +27,7 @@ import base64 as _base64
 import hashlib as _hashlib
 import importlib as _importlib
 import inspect as _inspect
+import marshal as _marshal
 import pickle as _pickle
 import sys as _sys
 import types as _types
@@ -42,6 +49,21 @@ def _pc_fail(message):
 def _pc_unpack(blob):
     return _pickle.loads(_zlib.decompress(_base64.b64decode(blob)))
 
+
+_PC_LEAN = globals().get("DYNAMO_FREE", False)
+
+if _PC_LEAN:
+    # The names the generated guards read besides L and G (Dynamo's closure names).
+    import math
+    import torch.utils._device as utils_device
+
+    torch = _torch
+    inf = float("inf")
+    __math_isnan = math.isnan
+    if any(set(s["shape_names"]) - {"L", "G", "torch", "inf", "math"} for s in _GUARD_SPECS.values()):
+        from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP as _SYMPY_INTERP
+
+        globals().update({k: v for k, v in _SYMPY_INTERP.items() if k not in globals()})
 
 # Unpacked once; every frame and variant reads them.
 _PC_MINTED = _pc_unpack(_MINTED)
@@ -71,8 +93,29 @@ def _pc_import(name):
                  "the captured code on sys.path")
 
 
+def _pc_code(blob):
+    return _marshal.loads(blob) if _PC_LEAN else _pc_dynamo_code(blob)
+
+
+def _pc_dynamo_code(blob):
+    from torch._dynamo.package import SerializedCode
+
+    return SerializedCode.to_code_object(blob)
+
+
 def _pc_compiled_graphs():
     out = {}
+    if _PC_LEAN:
+        for backend_id, text in _GRAPHS.items():
+            ns = {"__name__": f"{__name__}.{backend_id}"}
+            exec(compile(text, f"<precompiled graph {backend_id}>", "exec"), ns)
+            call = ns["call"]
+
+            def compiled(*args, _call=call):
+                return _call(list(args))
+            compiled.__name__ = backend_id
+            out[backend_id] = compiled
+        return out
     for backend_id, (kind, payload) in _pc_unpack(_BACKENDS).items():
         fn = payload.after_deserialization() if kind == "aot" else payload
         out[backend_id] = _torch._dynamo.disable(fn)
@@ -80,10 +123,10 @@ def _pc_compiled_graphs():
 
 
 def _pc_seed(scope, name, value):
-    # A compile of this module collected later must not delete our binding.
-    from torch._dynamo.utils import CleanupHook
-
-    CleanupHook.disown(scope, name)
+    # A compile of this module collected later must not delete our binding
+    # (only Dynamo, if this process has imported it, installs such hooks).
+    if "torch._dynamo.utils" in _sys.modules:
+        _sys.modules["torch._dynamo.utils"].CleanupHook.disown(scope, name)
     scope[name] = value
 
 
@@ -96,8 +139,10 @@ def _pc_minted(module_name, scope):
 
 def _pc_make(recipe, what):
     """The object a capture-time recipe names: ("module", name), ("globals",
-    module) or ("attr", module, qualname)."""
+    module), ("attr", module, qualname) or ("device", str)."""
     try:
+        if recipe[0] == "device":
+            return _torch.device(recipe[1])
         value = _importlib.import_module(recipe[1])
         if recipe[0] == "globals":
             value = vars(value)
@@ -134,6 +179,14 @@ def _pc_pins(frame, scope):
                          f"capture compiled {frame['name']!r} against (a registration or "
                          "setting changed it); capture again with this configuration")
     return check
+
+
+def _pc_verbose(manager):
+    def explain(f_locals):
+        info = manager.check_verbose(f_locals)
+        parts = [p for p in info.verbose_code_parts if p] or ["<guard failed>"]
+        return "; ".join(" ".join(p.split()) for p in parts[:3])
+    return explain
 
 
 def _pc_builtins(scope):
@@ -195,16 +248,80 @@ def _pc_bind(signature, code, args, kwargs):
     return f_locals
 
 
-def _pc_standalone():
-    from torch._dynamo.package import SerializedCode, load_guard_manager, load_guards_state
+def _pc_nth_key(d, i):
+    # a DictGuardManager's key guard: the key at position i of the dict
+    for j, k in enumerate(d):
+        if j == i:
+            return k
+    raise KeyError(i)
 
+
+def _pc_nth_value(d, i):
+    return d[_pc_nth_key(d, i)]
+
+
+def _pc_saved_hooks_ids():
+    # the AUTOGRAD_SAVED_TENSORS_HOOKS guard: None unless inlineable hooks are active
+    hooks = _torch._C._autograd._top_saved_tensors_default_hooks(True)
+    if not hooks or not all(isinstance(h, _torch.fx.GraphModule) for h in hooks):
+        return None
+    return tuple(map(id, hooks))
+
+
+def _pc_stand_in(spec):
+    # what a TensorGuards entry compares against: dtype, device, requires_grad, type
+    dtype, device, requires_grad, parameter = spec
+    t = _torch.empty(0, dtype=getattr(_torch, dtype), device=device)
+    if parameter:
+        return _torch.nn.Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_(requires_grad)
+
+
+def _pc_lean_variant(name, scope):
+    """(check, explain) for a variant's generated guards, built against this host's
+    thread count (see _pc_serving_state)."""
+    import json as _json
+
+    from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards
+
+    spec = _GUARD_SPECS[name]
+    consts = [_pc_make(r, f"a guard constant {r!r}") for r in spec["consts"]]
+    gs = GlobalStateGuard()
+    if spec["global_state"]:
+        fields = _json.loads(spec["global_state"])
+        if "num_threads" in fields:
+            fields["num_threads"] = _torch.get_num_threads()
+        gs.__setstate__(_json.dumps(fields))
+    tensors = spec["tensors"]
+    tg = TensorGuards(*[_pc_stand_in(t[0]) for t in tensors],
+                      dynamic_dims_sizes=[t[1] for t in tensors],
+                      dynamic_dims_strides=[t[2] for t in tensors]) if tensors else None
+    check, explain = globals()[name](consts, gs, tg)
+    g = scope
+    return (lambda f_locals: check(f_locals, g)), (lambda f_locals: explain(f_locals, g))
+
+
+class _PcLazyModule:
+    """An import alias of one of Dynamo's own modules: the transformed bytecode
+    loads it around each graph call but reads it only while a profiler runs, so
+    the import waits for that first attribute read."""
+
+    def __init__(self, name):
+        self._pc_name = name
+
+    def __getattr__(self, attr):
+        return getattr(_importlib.import_module(self._pc_name), attr)
+
+
+def _pc_standalone():
     _pc_check_build()
     frames = _pc_unpack(_FRAMES)
     binding = _pc_unpack(_ENTRY_BINDING)
     graphs = _pc_compiled_graphs()
     # Resume names come from a per-process counter, so another artifact or a
     # live compile may hold the same one; the tag tells this artifact's apart.
-    tag = _hashlib.sha256((_FRAMES + _BACKENDS).encode()).hexdigest()[:16]
+    tag = _hashlib.sha256((_FRAMES + (repr(sorted(_GRAPHS.items())) if _PC_LEAN else _BACKENDS))
+                          .encode()).hexdigest()[:16]
     scopes = {}
 
     def scope_of(frame):
@@ -215,7 +332,8 @@ def _pc_standalone():
                 _pc_seed(scope, backend_id, fn)
             _pc_minted(frame["module"], scope)
         for alias, module_name in frame["imports"].items():
-            _pc_seed(scope, alias, _pc_import(module_name))
+            lazy = _PC_LEAN and alias.startswith("_pc_lazy")
+            _pc_seed(scope, alias, _PcLazyModule(module_name) if lazy else _pc_import(module_name))
         return scope
 
     # Refuse before seeding anything: a resume name held by anything but this
@@ -236,7 +354,7 @@ def _pc_standalone():
                 )
 
     def dispatcher(frame):
-        target = SerializedCode.to_code_object(frame["code"])
+        target = _pc_code(frame["code"])
         kind = frame["kind"]
         if kind == "plain":
             scope = scope_of(frame)
@@ -267,18 +385,31 @@ def _pc_standalone():
             return f
 
         def load_variants():
+            if _PC_LEAN:
+                out = []
+                for name, body, key in frame["variants"]:
+                    if key:
+                        seed_builtins(key)
+                    check, explain = _pc_lean_variant(name, scope)
+                    out.append((check, explain, _marshal.loads(body)))
+                return out
+            from torch._dynamo.package import load_guard_manager, load_guards_state
+
             out = []
             for guards_blob, body in frame["variants"]:
                 state = _pc_serving_state(load_guards_state(guards_blob))
                 key = state.output_graph.name_of_builtins_dict_key_in_fglobals
                 if key:
-                    if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
-                        _pc_fail(f"{key!r} in module {frame['module']!r} is bound to something "
-                                 "other than the builtins dict the guards read through")
-                    _pc_seed(scope, key, _pc_builtins(scope))
+                    seed_builtins(key)
                 manager = load_guard_manager(state, target, scope)
-                out.append((manager, SerializedCode.to_code_object(body)))
+                out.append((manager.check, _pc_verbose(manager), _pc_dynamo_code(body)))
             return out
+
+        def seed_builtins(key):
+            if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
+                _pc_fail(f"{key!r} in module {frame['module']!r} is bound to something "
+                         "other than the builtins dict the guards read through")
+            _pc_seed(scope, key, _pc_builtins(scope))
 
         variants = load_variants()
         threads = [_torch.get_num_threads()]
@@ -298,8 +429,8 @@ def _pc_standalone():
             # A tag-safe root's fast path can refuse once without running its
             # tree and disarm itself, so a miss is checked a second time.
             for _ in range(2):
-                for manager, fn in bound:
-                    if manager.check(f_locals):
+                for check, fn in bound:
+                    if check(f_locals):
                         return fn(*args, **kwargs)
             if _torch.get_num_threads() != threads[0]:
                 # The thread count moved since the guards were built for it.
@@ -308,10 +439,8 @@ def _pc_standalone():
                 bound[:] = bind(closure)
                 return call(bound, closure, args, kwargs)
             failures = []
-            for i, (manager, _fn) in enumerate(bound):
-                info = manager.check_verbose(f_locals)
-                parts = [p for p in info.verbose_code_parts if p] or ["<guard failed>"]
-                failures.append(f"variant {i}: " + "; ".join(" ".join(p.split()) for p in parts[:3]))
+            for i, (_check, explain, _body) in enumerate(variants):
+                failures.append(f"variant {i}: " + " ".join(str(explain(f_locals) or "<guard failed>").split()))
             _pc_fail(
                 f"no captured variant of {target.co_name!r} covers this call "
                 f"({len(bound)} captured); failed guards: " + " | ".join(failures)
@@ -320,7 +449,7 @@ def _pc_standalone():
             )
 
         def bind(closure):
-            return [(m, function(body, closure)) for m, body in variants]
+            return [(check, function(body, closure)) for check, _explain, body in variants]
 
         if target.co_freevars:
             # Dynamo binds a continuation that closes over locals as a factory

@@ -65,9 +65,10 @@ def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, b
                 artifact_path: str, *, allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
     """The runnable for a DynamoTracer artifact; ``entries`` (the verified cache
     entries) were already primed by the caller and are not needed here."""
-    import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
-
     mode = meta.get("SERVING_MODE", "standalone")
+    if not (mode == "standalone" and meta.get("DYNAMO_FREE")):
+        import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
+
     if mode == "standalone":
         from .._loader import StandaloneRunnable
 

@@ -135,6 +135,35 @@ def readable_graphs(payloads: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _string(text: str) -> str:
+    """A triple-quoted literal that reads back as exactly ``text``."""
+    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if body.endswith('"'):
+        body = body[:-1] + '\\"'
+    return '"""\\\n' + body + '"""'
+
+
+def lean_sources(lean: Any) -> str:
+    """The readable part of a Dynamo-free artifact: every variant's guards as
+    checks and every compiled graph as a program."""
+    out = [_SEP, "# Guards, as checks: make(K, GS, TG) returns (check, explain) for one variant.\n",
+           "# K: the objects compared against (GUARD_CONSTS recipes, resolved at load);\n",
+           "# GS: the global-state guard (grad mode, autocast, default dtype, ...); TG: one C++\n",
+           "# TensorGuards over every tensor the variant reads (dtype, device, sizes, strides).\n",
+           _SEP]
+    specs = {}
+    for name, prog in lean.guards.items():
+        out.append(prog.source.replace("def make(", f"def {name}(", 1) + "\n\n")
+        specs[name] = {"consts": prog.consts.recipes, "tensors": prog.tensors,
+                       "global_state": prog.global_state, "shape_names": sorted(prog.shape_names)}
+    out.append(f"_GUARD_SPECS = {specs!r}\n\n")
+    out += [_SEP, "# Compiled graphs, as programs: each exposes call(flat_inputs) (exec'd at load)\n", _SEP]
+    out.append("_GRAPHS = {}\n")
+    for backend_id, text in sorted(lean.programs.items()):
+        out.append(f"_GRAPHS[{backend_id!r}] = {_string(text)}\n\n")
+    return "".join(out)
+
+
 def kernel_bundle() -> bytes | None:
     """The kernel-cache artifacts recorded since the capture opened its fresh
     CacheArtifactManager scope (cumulative across saves)."""
@@ -163,33 +192,57 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
     meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, ".".join(rc[1:])) for r in records
                                                         for expr, rc in r["pins"]})]
-    sections = [("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments")]
+    lean, why = None, None
     if mode == "standalone":
+        from .lean import NotLean, build
+
+        try:
+            lean = build(session, records, payloads, set(summary.policy_dropped_guards))
+        except NotLean as e:
+            why = str(e)
+    meta["DYNAMO_FREE"] = lean is not None
+    if why is not None:
+        meta["DYNAMO_FREE_REFUSED"] = why
+    sections = [("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments")]
+    if lean is not None:
+        sections.append(("_FRAMES", lean.frames, "frame records"))
+    elif mode == "standalone":
         sections.append(("_FRAMES", records, "frame records"))
     else:
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
     sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
     sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
-    sections.append(("_BACKENDS", payloads, "compiled graphs"))
+    if lean is None:
+        sections.append(("_BACKENDS", payloads, "compiled graphs"))
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
     program = "".join(f"{name} = {_blob(value, what)}\n" for name, value, what in sections)
-    graphs = readable_graphs(payloads)
-    if graphs:
-        graphs = (_SEP + "# Compiled graphs, readable (fx code of each eager-backend graph; not executed)\n"
-                  + _SEP + graphs + "\n")
-    code = (
+    head = (
         _HEADER.format(backend=session.backend, mode_note=_MODE_NOTES[mode])
         + "\n" + _SEP + "# Metadata (literals: load() reads them without executing this file)\n" + _SEP
-        + _artifact.literal_block(meta)
-        + "\n" + graphs + _SEP
-        + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form --\n"
-        + "# the entry's defaults, the frames (code objects, serialized guard trees,\n"
-        + "# transformed bytecode) and the compiled graphs ("
-        + ("fx GraphModules" if session.backend == "eager" else "AOTAutograd + Inductor bundles")
-        + ").\n# FRAMES and SUMMARY above describe what is in here.\n" + _SEP
-        + program + "\n" + driver
-    ).encode("utf-8")
+        + _artifact.literal_block(meta) + "\n"
+    )
+    if lean is not None:
+        code = (head + lean_sources(lean) + _SEP
+                + "# OPAQUE: zlib'd base64 pickles with no source form -- the entry's defaults and\n"
+                + "# the frames: each frame's code object and each variant's transformed bytecode\n"
+                + "# (marshal data; they are Python-version-locked). The guards and graphs they\n"
+                + "# call are the source above.\n" + _SEP + program + "\n" + driver).encode("utf-8")
+    else:
+        graphs = readable_graphs(payloads)
+        if graphs:
+            graphs = (_SEP + "# Compiled graphs, readable (fx code of each eager-backend graph; not executed)\n"
+                      + _SEP + graphs + "\n")
+        code = (
+            head + graphs + _SEP
+            + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form --\n"
+            + "# the entry's defaults, the frames (code objects, serialized guard trees,\n"
+            + "# transformed bytecode) and the compiled graphs ("
+            + ("fx GraphModules" if session.backend == "eager" else "AOTAutograd + Inductor bundles")
+            + ").\n# FRAMES and SUMMARY above describe what is in here"
+            + ("" if why is None else f"; DYNAMO_FREE_REFUSED says why serving needs Dynamo")
+            + ".\n" + _SEP + program + "\n" + driver
+        ).encode("utf-8")
     entries = []
     if bundle:
         entries.append(("inductor_bundle", "inductor/cache_artifacts.bin", bundle))

@@ -118,14 +118,43 @@ class Session:
         self.calls = 0
         # Its own recompile region: an earlier compile of fn in this process
         # would otherwise serve its cache entries and the package record nothing.
+        # backend id -> (graph, example inputs, grad mode) as the backend saw them,
+        # for the graphs the artifact writes as source (lean_graphs)
+        self.graphs: dict[str, Any] = {}
         self._compiled = torch._dynamo.optimize(
-            backend,
+            self._seeing_backend(backend),
             package=self.package,
             guard_filter_fn=self.ledger.filter,
             dynamic=tracer.dynamic,
             recompile_limit=tracer.recompile_limit,
             isolate_recompiles=True,
         )(fn)
+
+    def _seeing_backend(self, backend: str) -> Any:
+        """The backend, keeping a copy of each graph it compiles; the package's
+        add_backend_id, called right after, files it under the graph's id."""
+        import copy
+
+        import torch
+        from torch._dynamo.backends.registry import lookup_backend
+
+        real = lookup_backend(backend)
+        seen: list[Any] = []
+        package, add = self.package, self.package.add_backend_id
+
+        def compile_graph(gm: Any, example_inputs: Any) -> Any:
+            kept = copy.deepcopy(gm) if backend == "inductor" else gm
+            seen[:] = [(kept, list(example_inputs), torch.is_grad_enabled())]
+            return real(gm, example_inputs)
+
+        def add_backend_id(backend_id: str, compiled: Any = None) -> None:
+            if seen:
+                self.graphs[backend_id] = seen.pop()
+            add(backend_id, compiled)
+
+        package.add_backend_id = add_backend_id
+        compile_graph.__name__ = getattr(real, "__name__", backend)
+        return compile_graph
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         import torch

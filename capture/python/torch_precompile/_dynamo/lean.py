@@ -1,0 +1,94 @@
+"""The lean form of a standalone artifact: frames, guards and graphs that serve
+with neither ``torch._dynamo`` nor ``torch._inductor`` imported.
+
+An import alias of Dynamo's own modules in the transformed bytecode (the
+profiler hooks around each graph call) is renamed and bound to a stand-in that
+imports the module on first attribute use, which only a running profiler makes. Code
+objects travel as marshal data (Python-version-locked, as the artifact
+already is), guards as the source checks ``lean_guards`` writes, graphs as the
+programs ``lean_graphs`` writes. ``build`` raises ``NotLean`` naming the first
+part that has no such form; the artifact then keeps Dynamo's own state.
+"""
+
+from __future__ import annotations
+
+import marshal
+import re
+from typing import Any
+
+from . import frames as _frames
+from . import lean_graphs
+from .lean_guards import NotLean, Program, record, render
+
+_HEAVY = ("torch._dynamo", "torch._inductor")
+LAZY = "_pc_lazy"  # the prefix a Dynamo-module alias is renamed under (see the driver)
+
+
+def _renamed(code: Any, names: dict[str, str]) -> Any:
+    """code with its global loads of ``names`` renamed, nested code included, so a
+    stand-in bound under the new name never shadows the alias a live Dynamo compile
+    of the same module binds (it asserts the alias is the real module)."""
+    if not names:
+        return code
+    consts = tuple(_renamed(c, names) if isinstance(c, type(code)) else c for c in code.co_consts)
+    return code.replace(co_names=tuple(names.get(n, n) for n in code.co_names), co_consts=consts)
+
+
+class Lean:
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self.guards: dict[str, Program] = {}
+        self.programs: dict[str, str] = {}
+
+
+def _marshal(code: Any, what: str) -> bytes:
+    try:
+        return marshal.dumps(code)
+    except ValueError as e:
+        raise NotLean(f"the code of {what} cannot be marshalled ({e})") from None
+
+
+def serving_state(state: Any, policy: set[tuple[str, str]]) -> Any:
+    """The guard state without the invariance policy's slots, as the driver serves
+    it (see _pc_serving_state there, which does the same to a Dynamo-built manager)."""
+    graph = state.output_graph
+    if policy and getattr(graph, "_guards", None) is not None:
+        from torch.utils._ordered_set import OrderedSet
+
+        def slot(g: Any) -> tuple[str, str]:
+            name = re.sub(r"\bL\[(['\"])(.*?)\1\]", r"\2", g.name)
+            name = re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name)
+            return (g.create_fn_name(), re.sub(r"_\d{9,}_c\d+\b", "_<id>_c<n>", name))
+
+        graph._guards = type(graph._guards)(OrderedSet(g for g in graph._guards.inner if slot(g) not in policy))
+    return state
+
+
+def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
+          policy: set[tuple[str, str]]) -> Lean:
+    import importlib
+
+    from torch._dynamo.package import SerializedCode, load_guards_state
+
+    lean = Lean()
+    lean.programs = lean_graphs.programs(session, payloads)
+    for fi, r in enumerate(records):
+        target = SerializedCode.to_code_object(r["code"])
+        out = {k: v for k, v in r.items() if k not in ("code", "variants", "imports")}
+        heavy = {a: LAZY + a for a, m in r["imports"].items() if m.startswith(_HEAVY)}
+        out["imports"] = {heavy.get(a, a): m for a, m in r["imports"].items()}
+        out["code"] = _marshal(target, f"frame {r['name']!r}")
+        out["variants"] = []
+        if r["kind"] == _frames.COMPILED:
+            scope = vars(importlib.import_module(r["module"]))
+            for vi, (blob, body) in enumerate(r["variants"]):
+                state = serving_state(load_guards_state(blob), policy)
+                name = f"_pc_guards_{fi}_{vi}"
+                prog = lean.guards[name] = render(record(state, target, scope), scope)
+                if any(a in prog.source for a in heavy):
+                    raise NotLean(f"the guards of {r['name']!r} read Dynamo's own modules {sorted(heavy)}")
+                out["variants"].append((name, _marshal(_renamed(SerializedCode.to_code_object(body), heavy),
+                                                       f"a variant of {r['name']!r}"),
+                                        state.output_graph.name_of_builtins_dict_key_in_fglobals))
+        lean.frames.append(out)
+    return lean

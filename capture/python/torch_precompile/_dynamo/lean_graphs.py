@@ -1,0 +1,72 @@
+"""The compiled graphs of a capture as source programs, each exposing
+``call(flat_inputs)`` like a MakeFx program, so serving runs them without Dynamo,
+AOTAutograd or Inductor imported.
+
+eager: the graph Dynamo handed its backend, as fx source. inductor: the same
+graph lowered by AOTAutograd + Inductor into one standalone module
+(``compile_to_python``), its Inductor imports pointed at the frozen-kernel
+stand-ins. A graph that needs autograd at run time (grad mode on with inputs
+requiring grad) keeps AOTAutograd's runtime, so it has no program here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .lean_guards import NotLean
+
+
+def _fx_program(gm: Any, backend_id: str) -> str:
+    from torch.fx.graph import _custom_builtins
+
+    for node in gm.graph.nodes:
+        if node.op in ("get_attr", "call_module"):
+            raise NotLean(f"graph {backend_id} holds {node.op} {node.target!r}, which has no source form")
+    code = gm.graph.python_code(root_module="self")
+    known = set(_custom_builtins) | {"torch"}
+    unknown = sorted(set(code.globals) - known)
+    if unknown:
+        raise NotLean(f"graph {backend_id} refers to {unknown}, which have no source form")
+    imports = "\n".join(sorted({cb.import_str for cb in _custom_builtins.values()}))
+    body = code.src.replace("def forward(self", "def _graph(self", 1)
+    return (
+        f"{imports}\n{body}\n\n"
+        "def call(flat_inputs):\n"
+        "    return _graph(None, *flat_inputs)\n"
+    )
+
+
+def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
+    from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
+
+    from .._kernels import serve_imports
+
+    try:
+        program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})
+    except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
+        raise NotLean(f"graph {backend_id} cannot be lowered to a standalone program "
+                      f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    return serve_imports.rewrite(program)
+
+
+def programs(session: Any, payloads: dict[str, Any]) -> dict[str, str]:
+    """backend id -> program source, for every captured graph; NotLean names the
+    first that has none."""
+    import torch
+
+    out = {}
+    for backend_id, (kind, payload) in sorted(payloads.items()):
+        if kind == "fx":
+            out[backend_id] = _fx_program(payload, backend_id)
+            continue
+        if kind != "aot":
+            raise NotLean(f"graph {backend_id} is served by {getattr(payload, '__qualname__', kind)}")
+        graph = session.graphs.get(backend_id)
+        if graph is None:
+            raise NotLean(f"graph {backend_id} was not seen by the capture's backend")
+        gm, example_inputs, grad = graph
+        if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+            raise NotLean(f"graph {backend_id} needs autograd (it was captured with grad mode on "
+                          "and inputs requiring grad)")
+        out[backend_id] = _inductor_program(gm, example_inputs, backend_id)
+    return out

@@ -1,0 +1,108 @@
+"""A standalone DynamoTracer artifact serves without Dynamo or Inductor: on a cold
+host, locked down under the strict shim, the served process never imports
+``torch._dynamo`` or ``torch._inductor``, runs no compiler (journal), returns
+eager's outputs, and still refuses a call its guards do not cover with a
+PrecompileError naming the failed guard. A capture whose graph needs autograd
+keeps Dynamo's runtime and says why in the artifact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import cold_host, read_journal, run_python
+
+TESTS = Path(__file__).resolve().parent
+
+# (name, captured fn, backend, grad at capture)
+CASES = [
+    ("mlp_eager", "step", "eager", False),
+    ("mlp_inductor", "step", "inductor", False),
+    ("break_eager", "print_break", "eager", False),
+    ("break_inductor", "print_break", "inductor", False),
+    ("train_inductor", "step", "inductor", True),
+]
+
+CAPTURE = r"""
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, dyn_models as m
+from torch_precompile._artifact import read_metadata
+for name, fn, backend, grad in {cases!r}:
+    torch.manual_seed(0)
+    model = m.MLP()
+    with torch.set_grad_enabled(grad):
+        with tp.capture(getattr(m, fn), artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache",
+                        tracer=tp.DynamoTracer(), backend=backend) as cap:
+            cap(model, torch.randn(4, 8))
+    meta = read_metadata(open(f"{{name}}.py").read())
+    print(json.dumps([name, meta["DYNAMO_FREE"], meta.get("DYNAMO_FREE_REFUSED")]))
+"""
+
+SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, dyn_models as m
+torch.manual_seed(0)
+model = m.MLP()
+x = torch.randn(4, 8)
+f = tp.load({code!r}, {cache!r})
+with torch.set_grad_enabled({grad!r}):
+    with tp.no_compilation():
+        y = f(model, x)
+        ref = getattr(m, {fn!r})(model, x)
+    assert torch.allclose(y, ref, atol=1e-5), (y, ref)
+    print("HEAVY", sorted(n for n in ("torch._dynamo", "torch._inductor") if n in sys.modules))
+    for bad, what in ((torch.randn(5, 8), "size"), (torch.randn(4, 8, dtype=torch.float64), "dtype")):
+        try:
+            f(model, bad)
+        except tp.PrecompileError as e:
+            assert "failed guards" in str(e) and what in str(e), str(e)
+            print("REFUSED", what)
+        else:
+            raise SystemExit(f"a {{what}} its guards do not cover was served")
+print("SERVED")
+"""
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> tuple[Path, dict[str, tuple[bool, str | None]]]:
+    d = tmp_path_factory.mktemp("lean")
+    r = run_python(CAPTURE.format(tests=str(TESTS), cases=CASES), cwd=d).check()
+    metas = {row[0]: (row[1], row[2]) for row in map(json.loads, (l for l in r.stdout.splitlines() if l.startswith("[")))}
+    return d, metas
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,fn,backend,grad", CASES, ids=[c[0] for c in CASES])
+def test_cold_serve_imports_neither_dynamo_nor_inductor(pairs, tmp_path: Path, name: str, fn: str,
+                                                        backend: str, grad: bool) -> None:
+    d, metas = pairs
+    free, why = metas[name]
+    if grad and backend == "inductor":
+        # AOTAutograd's runtime serves a graph that needs autograd: not Dynamo-free, and said so
+        assert free is False and "needs autograd" in why, metas[name]
+    else:
+        assert free is True, metas[name]
+    env, journal = cold_host(tmp_path)
+    code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"),
+                        fn=fn, grad=grad)
+    r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
+    assert "SERVED" in r.stdout and r.stdout.count("REFUSED") == 2, r.stdout
+    assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
+    if free:
+        assert "HEAVY []" in r.stdout, "a Dynamo-free artifact imported Dynamo or Inductor: " + r.stdout
+
+
+@pytest.mark.slow
+def test_guards_and_graphs_are_source(pairs) -> None:
+    """The artifact a reader opens: every variant's guards as checks and every graph
+    as a program, with only code objects left opaque."""
+    d, _ = pairs
+    text = (d / "break_inductor.py").read_text()
+    assert "def _pc_guards_0_0(K, GS, TG):" in text
+    assert "type(n" in text and "TG.check(" in text
+    assert text.count("_GRAPHS[") == 2 and "def call(" in text
+    assert "_BACKENDS = " not in text
