@@ -55,8 +55,8 @@ _PC_LEAN = globals().get("DYNAMO_FREE", False)
 if _PC_LEAN:
     # The names the generated guards read besides L and G (Dynamo's closure names).
     import math
-    import torch.utils._device as utils_device
 
+    utils_device = _importlib.import_module("torch.utils._device")
     torch = _torch
     inf = float("inf")
     __math_isnan = math.isnan

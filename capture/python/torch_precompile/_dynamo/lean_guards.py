@@ -266,8 +266,8 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         leaves[id(node)].append((cond, text))
 
     for owner, method, args, kwargs, out in rec.calls:
-        if method in _IGNORED:
-            continue
+        if method in _IGNORED or method == "python_lambda":
+            continue  # python_lambda: the shape guards, written after the tree below
         if owner is not None and id(owner) not in var:
             continue  # a call on a clone of the root (the diff manager)
         if method.endswith("_manager"):

@@ -240,7 +240,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
             + "# transformed bytecode) and the compiled graphs ("
             + ("fx GraphModules" if session.backend == "eager" else "AOTAutograd + Inductor bundles")
             + ").\n# FRAMES and SUMMARY above describe what is in here"
-            + ("" if why is None else f"; DYNAMO_FREE_REFUSED says why serving needs Dynamo")
+            + ("" if why is None else "; DYNAMO_FREE_REFUSED says why serving needs Dynamo")
             + ".\n" + _SEP + program + "\n" + driver
         ).encode("utf-8")
     entries = []
