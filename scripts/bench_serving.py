@@ -15,7 +15,7 @@ MakeFxTracer, DynamoTracer, and DynamoTracer on a function with a graph break
 
 Reports medians over --repeat rounds and ratios to eager (cold) and to
 torch.compile (per call). Called by scripts/bench (section "serving").
-Usage: bench_serving.py [--repeat N] [--calls N] [--models mlp,block,conv]
+Usage: bench_serving.py [--repeat N] [--calls N] [--models mlp,block,conv] [--tables cold,call]
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--models", default="mlp,block,conv")
     ap.add_argument("--shim", default=os.environ.get("PRECOMPILE_SHIM"))
+    ap.add_argument("--tables", default="cold,call", help="which tables: cold, call or both")
     a = ap.parse_args()
     py = sys.executable
     work = tempfile.mkdtemp(prefix="bench-serving-")
@@ -168,6 +169,14 @@ def main() -> None:
         return wall, result, compiles(root) if cold else 0
 
     med = statistics.median
+    tables = a.tables.split(",")
+    if "cold" in tables:
+        cold_table(a, models, configs, work, serve, med)
+    if "call" in tables:
+        call_table(a, models, configs, work, serve, med)
+
+
+def cold_table(a, models, configs, work, serve, med) -> None:
     print("\ncold start: fresh process to first output, cold host, locked down (median of "
           f"{a.repeat}); ratio to eager")
     print(f"{'model':6} {'backend':8} {'eager':>7} {'MakeFx':>16} {'Dynamo':>16} {'Dynamo+break':>16}  imports of Dynamo/Inductor, compiler runs")
@@ -182,6 +191,9 @@ def main() -> None:
                 cells.append(f"{t:6.2f} s ({t / eager:4.2f}x)")
                 notes.append(f"{tracer}/{fn}: {'+'.join(runs[0][1]['heavy']) or 'none'}, {max(r[2] for r in runs)}")
             print(f"{name:6} {backend:8} {eager:6.2f}s " + " ".join(f"{c:>16}" for c in cells) + "  " + "; ".join(notes))
+
+
+def call_table(a, models, configs, work, serve, med) -> None:
     print(f"\nper call: median us over {a.calls} calls (median of {a.repeat} processes); ratio to torch.compile warm")
     print(f"{'model':6} {'backend':8} {'eager':>8} {'compile':>8} {'MakeFx':>16} {'Dynamo':>16} {'Dynamo+break':>16} {'compile+break':>13}")
     for name in models:
