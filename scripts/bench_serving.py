@@ -4,7 +4,8 @@ For each model (a 64-128-10 MLP, a d=128 transformer encoder block, a small
 convnet; weights of seed 0, eval mode, inputs under torch.no_grad()) and each
 backend (eager, inductor), the artifacts are captured once beforehand:
 MakeFxTracer, DynamoTracer, and DynamoTracer on a function with a graph break
-(a print between two graphs). Then:
+(a print between two graphs), and DynamoTracer on a function whose break is
+inside a child module's forward (served installed, through Dynamo). Then:
 
   cold start   fresh process on a cold host (empty Inductor/Triton dirs, its own
                TMPDIR and cwd, locked down, strict shim, journal) until the first
@@ -51,6 +52,17 @@ MODELS = textwrap.dedent("""
         y = model(x)
         print("", end="")
         return torch.cos(y)
+
+    class Tail(nn.Module):             # a break inside a child's forward: installed
+        def forward(self, y):
+            y = torch.sin(y)
+            print("", end="")
+            return torch.cos(y)
+
+    TAIL = Tail()
+
+    def installed(model, x):
+        return TAIL(model(x))
 """)
 
 CAPTURE = textwrap.dedent("""
@@ -146,7 +158,7 @@ def main() -> None:
     with open(os.path.join(work, "bench_models.py"), "w") as f:
         f.write(MODELS)
     base = dict(os.environ, PYTHONPATH=work + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    configs = [("makefx", "step"), ("dynamo", "step"), ("dynamo", "broken")]
+    configs = [("makefx", "step"), ("dynamo", "step"), ("dynamo", "broken"), ("dynamo", "installed")]
     models = a.models.split(",")
     print(f"capturing {len(models) * 2 * len(configs)} artifacts ...", flush=True)
     for name in models:
@@ -179,7 +191,7 @@ def main() -> None:
 def cold_table(a, models, configs, work, serve, med) -> None:
     print("\ncold start: fresh process to first output, cold host, locked down (median of "
           f"{a.repeat}); ratio to eager")
-    print(f"{'model':6} {'backend':8} {'eager':>7} {'MakeFx':>16} {'Dynamo':>16} {'Dynamo+break':>16}  imports of Dynamo/Inductor, compiler runs")
+    print(f"{'model':6} {'backend':8} {'eager':>7} {'MakeFx':>16} {'Dynamo':>16} {'Dynamo+break':>16} {'installed':>16}  imports of Dynamo/Inductor, compiler runs")
     for name in models:
         eager = med(serve(name, "eager", "step", "", 0, True)[0] for _ in range(a.repeat))
         for backend in ("eager", "inductor"):
@@ -195,19 +207,19 @@ def cold_table(a, models, configs, work, serve, med) -> None:
 
 def call_table(a, models, configs, work, serve, med) -> None:
     print(f"\nper call: median us over {a.calls} calls (median of {a.repeat} processes); ratio to torch.compile warm")
-    print(f"{'model':6} {'backend':8} {'eager':>8} {'compile':>8} {'MakeFx':>16} {'Dynamo':>16} {'Dynamo+break':>16} {'compile+break':>13}")
+    print(f"{'model':6} {'backend':8} {'eager':>8} {'compile':>8} {'MakeFx':>16} {'Dynamo':>16} {'Dynamo+break':>16} {'installed':>16}  compile: break, installed")
     for name in models:
         eager = med(serve(name, "eager", "step", "", a.calls, False)[1]["per_call"] for _ in range(a.repeat))
         for backend in ("eager", "inductor"):
             comp = {fn: med(serve(name, f"compile-{backend}", fn, "", a.calls, False)[1]["per_call"]
-                            for _ in range(a.repeat)) for fn in ("step", "broken")}
+                            for _ in range(a.repeat)) for fn in ("step", "broken", "installed")}
             cells = []
             for tracer, fn in configs:
                 art = os.path.join(work, f"{name}-{backend}-{tracer}-{fn}")
                 t = med(serve(name, "artifact", fn, art, a.calls, False)[1]["per_call"] for _ in range(a.repeat))
                 cells.append(f"{t:7.1f} ({t / comp[fn]:4.2f}x)")
             print(f"{name:6} {backend:8} {eager:8.1f} {comp['step']:8.1f} " + " ".join(f"{c:>16}" for c in cells)
-                  + f" {comp['broken']:13.1f}")
+                  + f"  {comp['broken']:.1f}, {comp['installed']:.1f}")
 
 
 if __name__ == "__main__":

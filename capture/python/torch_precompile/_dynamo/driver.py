@@ -51,6 +51,10 @@ def _pc_unpack(blob):
 
 
 _PC_LEAN = globals().get("DYNAMO_FREE", False)
+# The graphs are programs (_GRAPHS) rather than Dynamo's backend payloads
+# (_BACKENDS): always when Dynamo-free, and for installed artifacts whose graphs
+# all have one, so installing loads no Inductor or AOTAutograd runtime.
+_PC_PROGRAMS = _PC_LEAN or globals().get("GRAPHS_AS_PROGRAMS", False)
 
 if _PC_LEAN:
     # The names the generated guards read besides L and G (Dynamo's closure names).
@@ -103,19 +107,26 @@ def _pc_dynamo_code(blob):
     return SerializedCode.to_code_object(blob)
 
 
-def _pc_compiled_graphs():
+def _pc_program_graphs():
+    """The compiled graphs from their programs (_GRAPHS), called as Dynamo's
+    transformed bytecode calls a compiled graph: positionally."""
     out = {}
-    if _PC_LEAN:
-        for backend_id, text in _GRAPHS.items():
-            ns = {"__name__": f"{__name__}.{backend_id}"}
-            exec(compile(text, f"<precompiled graph {backend_id}>", "exec"), ns)
-            call = ns["call"]
+    for backend_id, text in _GRAPHS.items():
+        ns = {"__name__": f"{__name__}.{backend_id}"}
+        exec(compile(text, f"<precompiled graph {backend_id}>", "exec"), ns)
+        call = ns["call"]
 
-            def compiled(*args, _call=call):
-                return _call(list(args))
-            compiled.__name__ = backend_id
-            out[backend_id] = compiled
-        return out
+        def compiled(*args, _call=call):
+            return _call(list(args))
+        compiled.__name__ = backend_id
+        out[backend_id] = compiled
+    return out
+
+
+def _pc_compiled_graphs():
+    if _PC_LEAN:
+        return _pc_program_graphs()
+    out = {}
     for backend_id, (kind, payload) in _pc_unpack(_BACKENDS).items():
         fn = payload.after_deserialization() if kind == "aot" else payload
         out[backend_id] = _torch._dynamo.disable(fn)
@@ -505,7 +516,10 @@ def _pc_install():
     _pc_check_build()
     fn = _pc_entry_function()
     cache_entry = _pc_unpack(_PACKAGE)
-    backends = {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
+    if _PC_PROGRAMS:
+        backends = {bid: _PcBackend("fn", fn) for bid, fn in _pc_program_graphs().items()}
+    else:
+        backends = {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
     try:
         for module_name in _PC_MINTED:
             _pc_minted(module_name, vars(_pc_import(module_name)))

@@ -157,9 +157,13 @@ def lean_sources(lean: Any) -> str:
         specs[name] = {"consts": prog.consts.recipes, "tensors": prog.tensors,
                        "global_state": prog.global_state, "shape_names": sorted(prog.shape_names)}
     out.append(f"_GUARD_SPECS = {specs!r}\n\n")
-    out += [_SEP, "# Compiled graphs, as programs: each exposes call(flat_inputs) (exec'd at load)\n", _SEP]
+    return "".join(out) + graph_sources(lean.programs)
+
+
+def graph_sources(programs: dict[str, str]) -> str:
+    out = [_SEP, "# Compiled graphs, as programs: each exposes call(flat_inputs) (exec'd at load)\n", _SEP]
     out.append("_GRAPHS = {}\n")
-    for backend_id, text in sorted(lean.programs.items()):
+    for backend_id, text in sorted(programs.items()):
         out.append(f"_GRAPHS[{backend_id!r}] = {_string(text)}\n\n")
     return "".join(out)
 
@@ -200,9 +204,20 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
             lean = build(session, records, payloads, set(summary.policy_dropped_guards))
         except NotLean as e:
             why = str(e)
-    meta["DYNAMO_FREE"] = lean is not None
+    programs = None
+    if mode == "installed":
+        from .lean import NotLean
+        from .lean_graphs import programs as graph_programs
+
+        try:
+            programs = graph_programs(session, payloads)
+        except NotLean as e:
+            why = str(e)
+        meta["GRAPHS_AS_PROGRAMS"] = programs is not None
+    else:
+        meta["DYNAMO_FREE"] = lean is not None
     if why is not None:
-        meta["DYNAMO_FREE_REFUSED"] = why
+        meta["DYNAMO_FREE_REFUSED" if mode == "standalone" else "GRAPHS_AS_PROGRAMS_REFUSED"] = why
     sections = [("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments")]
     if lean is not None:
         sections.append(("_FRAMES", lean.frames, "frame records"))
@@ -212,7 +227,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
     sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
     sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
-    if lean is None:
+    if lean is None and programs is None:
         sections.append(("_BACKENDS", payloads, "compiled graphs"))
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
@@ -222,7 +237,14 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         + "\n" + _SEP + "# Metadata (literals: load() reads them without executing this file)\n" + _SEP
         + _artifact.literal_block(meta) + "\n"
     )
-    if lean is not None:
+    if programs is not None:
+        code = (head + graph_sources(programs) + _SEP
+                + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form -- the\n"
+                + "# entry's defaults and Dynamo's package entry (code objects, serialized guard\n"
+                + "# trees, transformed bytecode), installed onto the live code objects; the\n"
+                + "# graphs they call are the programs above.\n" + _SEP + program + "\n" + driver
+                ).encode("utf-8")
+    elif lean is not None:
         code = (head + lean_sources(lean) + _SEP
                 + "# OPAQUE: zlib'd base64 pickles with no source form -- the entry's defaults and\n"
                 + "# the frames: each frame's code object and each variant's transformed bytecode\n"

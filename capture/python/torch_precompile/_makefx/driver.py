@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover - the artifact run on its own
 
 _IN_SPEC = None if IN_SPEC is None else _pytree.treespec_loads(IN_SPEC)
 _OUT_SPEC = _pytree.treespec_loads(OUT_SPEC)
+_OUT_LEAF = _OUT_SPEC.is_leaf()  # a single tensor out: no unflatten
 
 
 def _pc_fail(message):
@@ -134,15 +135,25 @@ def forward(*args, **kwargs):
         _pc_fail(f"a MakeFxTracer artifact takes positional arguments only, got {sorted(kwargs)}")
     if len(args) != NUM_ARGS:
         _pc_fail(f"takes {NUM_ARGS} positional arguments as at capture, got {len(args)}")
-    state = _pc_module_state(args)
-    leaves = _pc_user_leaves(args)
-    grad_mode = _torch.is_grad_enabled() and BACKEND == "eager" and not GRAD_PARAM_INDICES
-    with _torch.set_grad_enabled(grad_mode):
-        if _torch.is_autocast_enabled("cpu") or _torch.is_autocast_enabled("cuda"):
-            with _PcNoAutocast():
-                outs = _pc_call([*state, *leaves])
-        else:
+    # The generated checks first; the tables refuse (naming why) or accept the rest.
+    state = _pc_state_fast(args)
+    if state is None:
+        state = _pc_module_state(args)
+    leaves = _pc_leaves_fast(args) if _pc_leaves_fast is not None else None
+    if leaves is None:
+        leaves = _pc_user_leaves(args)
+    grad = _torch.is_grad_enabled()
+    grad_mode = grad and BACKEND == "eager" and not GRAD_PARAM_INDICES
+    if _torch.is_autocast_enabled("cpu") or _torch.is_autocast_enabled("cuda"):
+        with _torch.set_grad_enabled(grad_mode), _PcNoAutocast():
             outs = _pc_call([*state, *leaves])
+    elif grad != grad_mode:
+        with _torch.set_grad_enabled(grad_mode):
+            outs = _pc_call([*state, *leaves])
+    else:
+        outs = _pc_call([*state, *leaves])
+    if not GRAD_PARAM_INDICES and _OUT_LEAF:
+        return outs[0]
     n_result = len(outs) - len(GRAD_PARAM_INDICES)
     if GRAD_PARAM_INDICES:
         with _torch.no_grad():

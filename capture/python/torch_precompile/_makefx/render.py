@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from typing import Any
 
 import torch
@@ -13,6 +14,7 @@ import torch.utils._pytree as pytree
 from .. import _artifact
 from .._errors import PrecompileError
 from .._kernels import serve_imports
+from . import checks
 from .trace import Traced
 
 _DRIVER = os.path.join(os.path.dirname(__file__), "driver.py")
@@ -95,13 +97,35 @@ def eager_program(gm: torch.fx.GraphModule) -> str:
             f"capture: the eager graph refers to objects that cannot be written as source: {unknown}"
         )
     imports = "\n".join(sorted({cb.import_str for cb in _custom_builtins.values()}))
-    body = code.src.replace("def forward(self", "def _graph(self", 1)
+    body, ops = _direct_ops(code.src.replace("def forward(self", "def _graph(self", 1))
     return (
-        f"{imports}\n{body}\n\n"
+        f"{imports}\n{ops}{body}\n\n"
         "def call(flat_inputs):\n"
         "    out = _graph(None, *flat_inputs)\n"
         "    return list(out) if isinstance(out, (list, tuple)) else [out]\n"
     )
+
+
+_OP_CALL = re.compile(r"\btorch\.ops\.(\w+)\.(\w+)\.(\w+)\(")
+
+
+def _direct_ops(body: str) -> tuple[str, str]:
+    """The graph calling each ATen overload's C++ entry directly: OpOverload.__call__
+    only forwards to ``_op``, and its Python frame is most of a small op's cost."""
+    names: dict[str, str] = {}
+
+    def name(m: re.Match[str]) -> str:
+        qual = m.group(0)[:-1]
+        if qual not in names:
+            names[qual] = f"_pc_op_{m.group(2)}_{m.group(3)}_{len(names)}"
+        return names[qual] + "("
+    body = _OP_CALL.sub(name, body)
+    ops = "".join(f"{n} = _pc_direct({q})\n" for q, n in names.items())
+    if ops:
+        ops = ("def _pc_direct(op):\n"
+               "    # OpOverload.__call__ forwards to _op unless a Python dispatcher is registered\n"
+               "    return op._op if getattr(op, '_pyobj_dispatcher', None) is None else op\n\n" + ops)
+    return body, (ops + "\n" if ops else "")
 
 
 def inductor_program(t: Traced) -> tuple[str, bytes | None]:
@@ -147,12 +171,15 @@ def render(t: Traced, *, backend: str, fn_name: str) -> bytes:
         program, _bundle = inductor_program(t)
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
+    meta = metadata(t, backend=backend, fn_name=fn_name)
     sep = "# " + "=" * 76 + "\n"
     code = (
         _HEADER.format(backend=backend)
         + "\n" + sep + "# Metadata (literals: load() reads them without executing this file)\n" + sep
-        + _artifact.literal_block(metadata(t, backend=backend, fn_name=fn_name))
+        + _artifact.literal_block(meta)
         + "\n" + sep + f"# Program ({'captured ATen graph' if backend == 'eager' else 'AOTAutograd + Inductor'})\n" + sep
-        + program + "\n\n" + sep + driver
+        + program + "\n\n" + sep
+        + "# Per-call checks of this capture's structure (the driver's tables decide what they refuse)\n"
+        + sep + checks.source(t, backend, meta["PARAMS"], meta["BUFFERS"], meta["STATE_NAMES"]) + "\n" + sep + driver
     ).encode("utf-8")
     return code

@@ -37,6 +37,8 @@ class Traced:
     user_leaves: list[dict[str, Any]]
     result: Any
     dynamic: bool
+    # position -> the module tree as the driver's fast check walks it (module_tree)
+    module_trees: dict[int, list[tuple[Any, ...]]] = dataclasses.field(default_factory=dict)
 
 
 def _leaf_paths(user_args: tuple[Any, ...], positions: list[int], count: int) -> list[str]:
@@ -217,7 +219,25 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
         user_leaves=user_leaves,
         result=result,
         dynamic=dynamic,
+        module_trees={pos: module_tree(args[pos]) for pos in module_positions},
     )
+
+
+def module_tree(module: torch.nn.Module) -> list[tuple[Any, ...]]:
+    """(path, child keys, parameter keys, buffer keys) of every module under
+    ``module`` through ``_modules``, depth first; a None child is recorded with
+    keys None. named_parameters() and named_buffers() walk exactly these dicts."""
+    out: list[tuple[Any, ...]] = []
+
+    def walk(m: Any, path: tuple[str, ...]) -> None:
+        if m is None:
+            out.append((path, None, None, None))
+            return
+        out.append((path, list(m._modules), list(m._parameters), list(m._buffers)))
+        for key, child in m._modules.items():
+            walk(child, (*path, key))
+    walk(module, ())
+    return out
 
 
 _OUTPUT_LEAVES = (torch.Tensor, type(None), bool, int, float, str, torch.dtype, torch.device)
