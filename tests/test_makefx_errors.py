@@ -162,6 +162,30 @@ def test_runtime_argument_checks(pair, mlp):
         f(bigger, x)
 
 
+def test_generated_checks_accept_what_the_tables_accept(pair, mlp):
+    """The artifact's generated per-call checks hand anything they do not accept to
+    the table checks: an extra submodule with parameters is still refused by name,
+    one without parameters still served, an in-place dtype change refused, and a
+    model whose parameters stopped requiring grad still served."""
+    import copy
+
+    m, x = mlp
+    f = tp.load(pair / "a.py", pair / "a.cache")
+    want = f(m, x)
+    extra = copy.deepcopy(m)
+    extra.side = torch.nn.Linear(2, 2)
+    with pytest.raises(tp.PrecompileError, match=r"unexpected \['side.bias', 'side.weight'\]"):
+        f(extra, x)
+    quiet = copy.deepcopy(m)
+    quiet.act = torch.nn.ReLU()
+    torch.testing.assert_close(f(quiet, x), want)
+    frozen = copy.deepcopy(m).requires_grad_(False)
+    torch.testing.assert_close(f(frozen, x), want)
+    with pytest.raises(tp.PrecompileError, match="torch.float64 on cpu; the capture had"):
+        f(copy.deepcopy(m).double(), x)
+    assert f._forward.__globals__["_pc_state_fast"]((m, x)) is not None, "the generated check refused the captured model"
+
+
 def test_constant_leaf_is_specialized(tmp_path, mlp):
     m, x = mlp
     with cap(tmp_path, pc_models.two_outputs) as c:

@@ -37,9 +37,15 @@ def _fx_program(gm: Any, backend_id: str) -> str:
 
 
 def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
-    from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
+    import torch
 
     from .._kernels import serve_imports
+
+    try:
+        from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
+    except ImportError:
+        raise NotLean(f"torch {torch.__version__} has no standalone AOTAutograd + Inductor "
+                      "lowering (torch._functorch._aot_autograd.to_standalone_python)") from None
 
     try:
         program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})

@@ -144,7 +144,7 @@ def forward(*args, **kwargs):
         leaves = _pc_user_leaves(args)
     grad = _torch.is_grad_enabled()
     grad_mode = grad and BACKEND == "eager" and not GRAD_PARAM_INDICES
-    if _torch.is_autocast_enabled("cpu") or _torch.is_autocast_enabled("cuda"):
+    if _torch._C._is_any_autocast_enabled():
         with _torch.set_grad_enabled(grad_mode), _PcNoAutocast():
             outs = _pc_call([*state, *leaves])
     elif grad != grad_mode:
