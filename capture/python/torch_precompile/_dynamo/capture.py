@@ -72,6 +72,11 @@ def check_fn(fn: Callable[..., Any]) -> None:
 class DynamoCapture(Capture):
     def __init__(self, fn: Callable[..., Any], artifact_path: str | os.PathLike[str],
                  cache_path: str | os.PathLike[str], *, tracer: DynamoTracer, backend: str) -> None:
+        from .._compat.dynamo import tracer_unavailable
+
+        why = tracer_unavailable()
+        if why is not None:
+            raise PrecompileError(f"capture: {why}")
         check_fn(fn)
         self._fn = fn
         self._fn_name = f"{fn.__module__}.{fn.__qualname__}"

@@ -15,6 +15,8 @@ import types
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
+from .._compat import dynamo as _compat
+
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
 Slot = tuple[str, str]
 
@@ -125,7 +127,7 @@ class Ledger:
                 f"guard_filter_fn returned {len(decisions)} verdicts for {len(entries)} guards"
             )
         default = default_filter(entries) if self._user_filter else decisions
-        current = self._package.current_entry
+        current = _compat.current_entry(self._package)
         facts = set()
         for keep, by_default, e in zip(decisions, default, entries):
             why, pin = "", None

@@ -14,6 +14,7 @@ import contextlib
 import logging
 from typing import Any, Callable, Iterator
 
+from .._compat import dynamo as _compat
 from .._errors import PrecompileError
 from .._tracers import DynamoTracer
 from .guards import Ledger
@@ -121,14 +122,9 @@ class Session:
         # backend id -> (graph, example inputs, grad mode) as the backend saw them,
         # for the graphs the artifact writes as source (lean_graphs)
         self.graphs: dict[str, Any] = {}
-        self._compiled = torch._dynamo.optimize(
-            self._seeing_backend(backend),
-            package=self.package,
-            guard_filter_fn=self.ledger.filter,
-            dynamic=tracer.dynamic,
-            recompile_limit=tracer.recompile_limit,
-            isolate_recompiles=True,
-        )(fn)
+        self._compiled = _compat.optimize(
+            fn, self._seeing_backend(backend), package=self.package, guard_filter_fn=self.ledger.filter,
+            dynamic=tracer.dynamic, recompile_limit=tracer.recompile_limit)
 
     def _seeing_backend(self, backend: str) -> Any:
         """The backend, keeping a copy of each graph it compiles; the package's
@@ -166,7 +162,8 @@ class Session:
         _watch_recompile_limit()
         _running.append(self)
         try:
-            with capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated):
+            with (capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated),
+                  _compat.recompile_limit(self.tracer.recompile_limit)):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
             if type(e).__name__ == "PackageError":
@@ -187,28 +184,30 @@ class Session:
         from one whose graph the bypass threw away (a gap)."""
         from .guards import frame_key
 
+        if not _compat.watches_bypasses(self.package):
+            return
         package, bypass = self.package, self.package.bypass_current_compile
 
         def bypass_current_compile() -> None:
-            if package._current_backend_ids and package.current_entry is not None:
-                self.graph_bypassed.add(frame_key(package.current_entry.python_code))
+            entry = _compat.current_entry(package)
+            if package._current_backend_ids and entry is not None:
+                self.graph_bypassed.add(frame_key(entry.python_code))
             bypass()
 
         package.bypass_current_compile = bypass_current_compile
 
     def note_truncated(self) -> None:
-        code = self.package.current_entry.python_code if self.package.current_entry else None
+        entry = _compat.current_entry(self.package)
+        code = entry.python_code if entry else None
         if code is not None:
             self.truncated.add(f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})")
 
     def _take_artifacts(self) -> None:
         """Move this capture's AOTAutograd bundles out of the process-global list
         after every call, before anything else can clear it."""
-        from torch._dynamo.precompile_context import PrecompileContext
-
         for backend_id in self.package.cache_entry().backend_ids:
             if backend_id not in self.artifacts:
-                artifact = PrecompileContext.take_artifact(backend_id)
+                artifact = _compat.take_artifact(backend_id)
                 if artifact is not None:
                     self.artifacts[backend_id] = artifact
 

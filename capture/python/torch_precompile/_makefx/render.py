@@ -130,7 +130,14 @@ def _direct_ops(body: str) -> tuple[str, str]:
 
 def inductor_program(t: Traced) -> tuple[str, bytes | None]:
     """AOTAutograd + Inductor into one self-contained module exposing ``call``."""
-    from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
+    try:
+        from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
+    except ImportError:
+        raise PrecompileError(
+            f"capture: MakeFxTracer with backend='inductor' needs torch's standalone AOTAutograd "
+            f"+ Inductor lowering (torch._functorch._aot_autograd.to_standalone_python), which "
+            f"torch {torch.__version__} does not have; use backend='eager', or DynamoTracer"
+        ) from None
     from torch._inductor.exc import InductorError
     from torch._inductor.standalone_compile import NoRunnableInductorModuleError
 
