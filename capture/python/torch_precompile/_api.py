@@ -87,6 +87,9 @@ def capture(
             "capture(): artifact_path and cache_path name the same file; give the "
             "python_code and the cache two different paths"
         )
+    from ._progress import register
+
+    register()
     if isinstance(tracer, MakeFxTracer):
         from ._makefx.capture import MakeFxCapture
 
@@ -133,5 +136,7 @@ def load(
     match is NOT fatal: load degrades to JIT'ing from python_code.
     """
     from ._loader import load_pair
+    from ._progress import register
 
+    register()
     return load_pair(artifact_path, cache_path, allow_serve_time_compiles=allow_serve_time_compiles)

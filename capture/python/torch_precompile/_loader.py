@@ -11,6 +11,7 @@ from typing import Any
 from . import _artifact, _native
 from ._bases import PrecompiledRunnable
 from ._errors import PrecompileError
+from ._progress import step
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,11 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
         )
     entries = verified_entries(code, cache, meta, os.fspath(cache_path))
     if entries:
-        prime(entries, os.fspath(artifact_path))
+        with step("load: restored %d cache entr%s of %s", len(entries), "y" if len(entries) == 1 else "ies",
+                  os.fspath(artifact_path)):
+            prime(entries, os.fspath(artifact_path))
+    log.info("load: %s (tracer %s, backend %s, %s%s)", meta.get("FN_NAME"), meta["TRACER"], meta["BACKEND"],
+             meta.get("SERVING_MODE", "standalone"), ", Dynamo-free" if meta.get("DYNAMO_FREE") else "")
     if meta["TRACER"] == "make_fx":
         ns: dict[str, Any] = {"__name__": f"torch_precompile.artifact.{_native.sha256_hex(code)[:12]}",
                               "__file__": os.fspath(artifact_path)}

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from .. import _artifact, _lifecycle
 from .._bases import Capture
 from .._errors import PrecompileError
+from .._progress import log, step
 from .._summary import PrecompileSummary
 from .._tracers import DynamoTracer
 
@@ -153,15 +154,19 @@ class DynamoCapture(Capture):
                 "capture: nothing was captured; call the capture with your example "
                 "arguments inside the `with` block before it exits"
             )
-        code, entries, summary, reasons = render(
-            session, fn_name=self._fn_name,
-            bundle=kernel_bundle() if self._backend == "inductor" else None,
-        )
+        with step("capture %s: rendered %d call(s)", self._fn_name, session.calls):
+            code, entries, summary, reasons = render(
+                session, fn_name=self._fn_name,
+                bundle=kernel_bundle() if self._backend == "inductor" else None,
+            )
+        log.info("capture %s: %s", self._fn_name, summary)
         self._gate(summary, reasons)
         kernels, meta = self._kernel_entries()
         cache = _artifact.encode_cache(code, backend=self._backend, tracer="dynamo",
                                        entries=[*entries, *kernels], meta=meta)
-        _artifact.write_pair(self._artifact_path, self._cache_path, code, cache)
+        with step("capture: wrote %s (%d bytes) and %s (%d bytes)", self._artifact_path,
+                  len(code), self._cache_path, len(cache)):
+            _artifact.write_pair(self._artifact_path, self._cache_path, code, cache)
 
     def _gate(self, s: PrecompileSummary, reasons: dict[tuple[str, str], str]) -> None:
         """The DynamoTracer require_* gates, checked before anything is written."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._progress import step
 from .lean_guards import NotLean
 
 
@@ -74,5 +75,6 @@ def programs(session: Any, payloads: dict[str, Any]) -> dict[str, str]:
         if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
             raise NotLean(f"graph {backend_id} needs autograd (it was captured with grad mode on "
                           "and inputs requiring grad)")
-        out[backend_id] = _inductor_program(gm, example_inputs, backend_id)
+        with step("capture: lowered graph %s to a standalone program", backend_id):
+            out[backend_id] = _inductor_program(gm, example_inputs, backend_id)
     return out

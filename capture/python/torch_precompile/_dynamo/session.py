@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import Any, Callable, Iterator
 
 from .._compat import dynamo as _compat
 from .._errors import PrecompileError
+from .._progress import log as _log
 from .._tracers import DynamoTracer
 from .guards import Ledger
 
@@ -156,6 +158,7 @@ class Session:
         import torch
 
         self.calls += 1
+        t = time.perf_counter()
         # The configuration is per call: code between calls runs in the ambient one.
         # The accumulated limit is raised so the per-frame limit is the effective one.
         accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
@@ -178,6 +181,12 @@ class Session:
         finally:
             _running.remove(self)
             self._take_artifacts()
+            if _log.isEnabledFor(logging.INFO):
+                codes = self.package.cache_entry().codes
+                _log.info("capture %s.%s: call %d done in %.2f s; %d frame(s), %d variant(s), %d graph(s) so far",
+                          self.fn.__module__, self.fn.__qualname__, self.calls, time.perf_counter() - t,
+                          len(codes), sum(len(c.guarded_codes) for c in codes),
+                          len(self.package.cache_entry().backend_ids))
 
     def _watch_bypasses(self) -> None:
         """Tell a bypassed frame that compiled nothing (served as plain Python)

@@ -13,6 +13,7 @@ import os
 from typing import Any, Callable
 
 from .._errors import PrecompileError
+from .._progress import log
 from . import isa
 from .block import KernelBlock
 
@@ -59,6 +60,9 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
         "vec_isa": manifest["isa"]["vec_isa"],
         "host_requirements": _requirements(manifest),
     }
+    log.info("capture: froze %d C++ kernel librar%s, %d Triton file(s), %d autotune decision(s) (%d bytes)",
+             len(cpp), "y" if len(cpp) == 1 else "ies", len(triton_files), len(autotune),
+             sum(len(e[2]) for e in entries))
     return entries, meta
 
 

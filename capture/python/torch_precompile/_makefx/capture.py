@@ -8,6 +8,7 @@ from typing import Any, Callable
 from .. import _artifact, _lifecycle
 from .._bases import Capture
 from .._errors import PrecompileError
+from .._progress import step
 from .._summary import PrecompileSummary
 from .._tracers import MakeFxTracer
 
@@ -66,8 +67,10 @@ class MakeFxCapture(Capture):
         from .trace import trace
 
         try:
-            traced = trace(self._fn, args, self._tracer.decompositions, self._backend)
-            self._code = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
+            with step("capture %s: traced with make_fx", fn_name(self._fn)):
+                traced = trace(self._fn, args, self._tracer.decompositions, self._backend)
+            with step("capture %s: rendered the %s program", fn_name(self._fn), self._backend):
+                self._code = render(traced, backend=self._backend, fn_name=fn_name(self._fn))
         except Exception as e:
             self._errors.append(f"{type(e).__name__}: {e}")
             raise
@@ -94,4 +97,6 @@ class MakeFxCapture(Capture):
         entries, meta = freeze(self._block)
         cache = _artifact.encode_cache(self._code, backend=self._backend, tracer="make_fx",
                                        entries=entries, meta=meta)
-        _artifact.write_pair(self._artifact_path, self._cache_path, self._code, cache)
+        with step("capture: wrote %s (%d bytes) and %s (%d bytes)", self._artifact_path,
+                  len(self._code), self._cache_path, len(cache)):
+            _artifact.write_pair(self._artifact_path, self._cache_path, self._code, cache)
