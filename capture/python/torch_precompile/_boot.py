@@ -61,6 +61,11 @@ def boot():
         return
     _booted = True
     when_torch_imported(_install)
-    from . import _envmodes
+    # The zero-code modes only when asked for: their module (and the settings
+    # table's dataclasses/typing imports) costs ~20 ms of every interpreter start.
+    import os
 
-    _envmodes.arm()
+    if os.environ.get("PRECOMPILE_CAPTURE") or os.environ.get("PRECOMPILE_SERVE"):
+        from . import _envmodes
+
+        _envmodes.arm()
