@@ -34,6 +34,8 @@ def _fx_program(gm: Any, backend_id: str) -> str:
         f"{imports}\n{body}\n\n"
         "def call(flat_inputs):\n"
         "    return _graph(None, *flat_inputs)\n"
+        "\n\n"
+        "CALL_POSITIONAL = _graph  # the driver binds _graph(None, *args) directly: one frame, not three\n"
     )
 
 

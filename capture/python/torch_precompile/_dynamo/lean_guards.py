@@ -349,14 +349,14 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         verbose_table.append(text)
         post_fast.append(f"        if not ({cond}): return False")
         post_slow.append(f"        if not ({cond}): return V[{len(verbose_table) - 1}]")
-    body_fast = "\n".join(fast + post_fast) or "        pass"
+    body_fast = "\n".join(_local_builtins(line) for line in fast + post_fast) or "        pass"
     body_slow = "\n".join(slow + post_slow) or "        pass"
     source = (
         "def make(K, GS, TG):\n"
         f"    V = {verbose_table!r}\n"
         + (f"    {', '.join(f'k{i}' for i in range(len(consts.recipes)))}, = K\n" if consts.recipes else "")
         + 
-        "    def check(L, G):\n"
+        "    def check(L, G, _type=type, _len=len, _hasattr=hasattr, _ga=object.__getattribute__):\n"
         "        try:\n"
         + _indent(body_fast) + "\n"
         "        except Exception:\n"
@@ -372,6 +372,30 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         "    return check, explain\n"
     )
     return Program(source, consts, [(t.spec, t.sizes, t.strides) for t in tensors], global_state, shape_names)
+
+
+_FAST_NAMES = {"type": "_type", "len": "_len", "hasattr": "_hasattr"}
+
+
+def _local_builtins(line: str) -> str:
+    """The hot check reads its builtins from default arguments (a local load, not
+    a global and a builtins lookup per guard); by tokens, so no string is touched."""
+    import io
+    import tokenize
+
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(line + "\n").readline)
+            if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT)]
+    edits = []  # (start column, end column, replacement), left to right
+    for i, t in enumerate(toks):
+        nxt = toks[i + 1].string if i + 1 < len(toks) else ""
+        if t.type == tokenize.NAME and t.string in _FAST_NAMES and nxt == "(":
+            edits.append((t.start[1], t.end[1], _FAST_NAMES[t.string]))
+        elif (t.type == tokenize.NAME and t.string == "object" and nxt == "."
+              and i + 2 < len(toks) and toks[i + 2].string == "__getattribute__"):
+            edits.append((t.start[1], toks[i + 2].end[1], "_ga"))
+    for a, b, text in reversed(edits):
+        line = line[:a] + text + line[b:]
+    return line
 
 
 def _indent(text: str) -> str:
