@@ -153,7 +153,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--models", default="mlp,block,conv")
-    ap.add_argument("--shim", default=os.environ.get("PRECOMPILE_SHIM"))
+    ap.add_argument("--shim", help="libprecompile.so to preload in the cold-host runs (scripts/bench passes it)")
     ap.add_argument("--tables", default="cold,call", help="which tables: cold, call or both")
     a = ap.parse_args()
     py = sys.executable

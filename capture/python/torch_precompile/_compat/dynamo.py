@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Any, Callable, Iterator
 
 from .._errors import PrecompileError
 
 
+@functools.cache
 def _optimize_takes(name: str) -> bool:
     from torch._dynamo import eval_frame
 

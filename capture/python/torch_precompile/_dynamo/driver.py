@@ -24,6 +24,7 @@
 # frame evaluator serves them; torch_precompile.load() wraps the calls.
 # ---------------------------------------------------------------------------
 import base64 as _base64
+import functools as _functools
 import hashlib as _hashlib
 import importlib as _importlib
 import inspect as _inspect
@@ -115,8 +116,6 @@ def _pc_program_graphs():
         ns = {"__name__": f"{__name__}.{backend_id}"}
         exec(compile(text, f"<precompiled graph {backend_id}>", "exec"), ns)
         if "CALL_POSITIONAL" in ns:  # an fx program: its graph takes the args as they come
-            import functools as _functools
-
             out[backend_id] = _functools.partial(ns["CALL_POSITIONAL"], None)
             continue
         call = ns["call"]
@@ -313,8 +312,8 @@ def _pc_lean_variant(name, scope):
                       dynamic_dims_sizes=[t[1] for t in tensors],
                       dynamic_dims_strides=[t[2] for t in tensors]) if tensors else None
     check, explain = globals()[name](consts, gs, tg)
-    g = scope
-    return (lambda f_locals: check(f_locals, g)), (lambda f_locals: explain(f_locals, g))
+    # partial, not a lambda: no Python frame of its own on every call's path
+    return _functools.partial(check, G=scope), _functools.partial(explain, G=scope)
 
 
 class _PcLazyModule:

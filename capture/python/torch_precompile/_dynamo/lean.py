@@ -13,7 +13,6 @@ part that has no such form; the artifact then keeps Dynamo's own state.
 from __future__ import annotations
 
 import marshal
-import re
 from typing import Any
 
 from . import frames as _frames
@@ -55,12 +54,10 @@ def serving_state(state: Any, policy: set[tuple[str, str]]) -> Any:
     if policy and getattr(graph, "_guards", None) is not None:
         from torch.utils._ordered_set import OrderedSet
 
-        def slot(g: Any) -> tuple[str, str]:
-            name = re.sub(r"\bL\[(['\"])(.*?)\1\]", r"\2", g.name)
-            name = re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name)
-            return (g.create_fn_name(), re.sub(r"_\d{9,}_c\d+\b", "_<id>_c<n>", name))
+        from .guards import slot_source
 
-        graph._guards = type(graph._guards)(OrderedSet(g for g in graph._guards.inner if slot(g) not in policy))
+        kept = (g for g in graph._guards.inner if (g.create_fn_name(), slot_source(g.name)) not in policy)
+        graph._guards = type(graph._guards)(OrderedSet(kept))
     return state
 
 

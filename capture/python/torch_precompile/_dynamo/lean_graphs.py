@@ -18,18 +18,14 @@ from .lean_guards import NotLean
 
 
 def _fx_program(gm: Any, backend_id: str) -> str:
-    from torch.fx.graph import _custom_builtins
+    from .._fxsource import graph_source
 
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
             raise NotLean(f"graph {backend_id} holds {node.op} {node.target!r}, which has no source form")
-    code = gm.graph.python_code(root_module="self")
-    known = set(_custom_builtins) | {"torch"}
-    unknown = sorted(set(code.globals) - known)
+    imports, body, unknown = graph_source(gm)
     if unknown:
         raise NotLean(f"graph {backend_id} refers to {unknown}, which have no source form")
-    imports = "\n".join(sorted({cb.import_str for cb in _custom_builtins.values()}))
-    body = code.src.replace("def forward(self", "def _graph(self", 1)
     return (
         f"{imports}\n{body}\n\n"
         "def call(flat_inputs):\n"

@@ -85,19 +85,17 @@ def metadata(t: Traced, *, backend: str, fn_name: str) -> dict[str, Any]:
 
 def eager_program(gm: torch.fx.GraphModule) -> str:
     """The captured ATen graph as plain source exposing ``call(flat_inputs)``."""
-    from torch.fx.graph import CodeGen, _custom_builtins
+    from torch.fx.graph import CodeGen
 
-    graph = gm.graph
-    graph._codegen = CodeGen()  # plain positional signature, no pytree prologue
-    code = graph.python_code(root_module="self")
-    builtins = {name for name in _custom_builtins}
-    unknown = sorted(set(code.globals) - builtins - {"torch"})
+    from .._fxsource import graph_source
+
+    gm.graph._codegen = CodeGen()  # plain positional signature, no pytree prologue
+    imports, body, unknown = graph_source(gm)
     if unknown:
         raise PrecompileError(
             f"capture: the eager graph refers to objects that cannot be written as source: {unknown}"
         )
-    imports = "\n".join(sorted({cb.import_str for cb in _custom_builtins.values()}))
-    body, ops = _direct_ops(code.src.replace("def forward(self", "def _graph(self", 1))
+    body, ops = _direct_ops(body)
     return (
         f"{imports}\n{ops}{body}\n\n"
         "def call(flat_inputs):\n"
