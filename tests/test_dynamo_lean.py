@@ -2,8 +2,9 @@
 host, locked down under the strict shim, the served process never imports
 ``torch._dynamo`` or ``torch._inductor``, runs no compiler (journal), returns
 eager's outputs, and still refuses a call its guards do not cover with a
-PrecompileError naming the failed guard. A capture whose graph needs autograd
-keeps Dynamo's runtime and says why in the artifact."""
+PrecompileError naming the failed guard. A graph captured with grad on serves its
+Inductor forward and backward, gradients equal to eager's; one that mutates its
+inputs under autograd keeps Dynamo's runtime and says why in the artifact."""
 
 from __future__ import annotations
 
@@ -16,23 +17,27 @@ from conftest import cold_host, read_journal, run_python
 
 TESTS = Path(__file__).resolve().parent
 
-# (name, captured fn, backend, grad at capture)
+# (name, captured fn, model, backend, grad at capture)
 CASES = [
-    ("mlp_eager", "step", "eager", False),
-    ("mlp_inductor", "step", "inductor", False),
-    ("break_eager", "print_break", "eager", False),
-    ("break_inductor", "print_break", "inductor", False),
-    ("train_inductor", "step", "inductor", True),
+    ("mlp_eager", "step", "MLP", "eager", False),
+    ("mlp_inductor", "step", "MLP", "inductor", False),
+    ("break_eager", "print_break", "MLP", "eager", False),
+    ("break_inductor", "print_break", "MLP", "inductor", False),
+    ("train_inductor", "step", "MLP", "inductor", True),
+    ("train_break_inductor", "print_break", "MLP", "inductor", True),
+    # batch norm in train mode updates its running statistics: an input mutation
+    ("bn_train_inductor", "step", "DropMLP", "inductor", True),
 ]
+NOT_FREE = {"bn_train_inductor": "mutates its inputs"}
 
 CAPTURE = r"""
 import json, sys
 sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp, dyn_models as m
 from torch_precompile._artifact import read_metadata
-for name, fn, backend, grad in {cases!r}:
+for name, fn, model, backend, grad in {cases!r}:
     torch.manual_seed(0)
-    model = m.MLP()
+    model = getattr(m, model)().train()
     with torch.set_grad_enabled(grad):
         with tp.capture(getattr(m, fn), artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache",
                         tracer=tp.DynamoTracer(), backend=backend) as cap:
@@ -46,14 +51,22 @@ import sys
 sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp, dyn_models as m
 torch.manual_seed(0)
-model = m.MLP()
+model, twin = getattr(m, {model!r})().train(), getattr(m, {model!r})().train()
+twin.load_state_dict(model.state_dict())
 x = torch.randn(4, 8)
 f = tp.load({code!r}, {cache!r})
 with torch.set_grad_enabled({grad!r}):
     with tp.no_compilation():
         y = f(model, x)
-        ref = getattr(m, {fn!r})(model, x)
-    assert torch.allclose(y, ref, atol=1e-5), (y, ref)
+        ref = getattr(m, {fn!r})(twin, x)
+        assert torch.allclose(y, ref, atol=1e-5), (y, ref)
+        if {grad!r}:
+            w = torch.linspace(-1, 1, y.numel()).view_as(y)  # a gradient that is not all ones
+            (y * w).sum().backward()
+            (ref * w).sum().backward()
+            for (n, p), q in zip(model.named_parameters(), twin.parameters()):
+                assert torch.allclose(p.grad, q.grad, atol=1e-5), (n, p.grad, q.grad)
+            print("GRADS", len(list(model.parameters())))
     print("HEAVY", sorted(n for n in ("torch._dynamo", "torch._inductor") if n in sys.modules))
     for bad, what in ((torch.randn(5, 8), "size"), (torch.randn(4, 8, dtype=torch.float64), "dtype")):
         try:
@@ -76,22 +89,23 @@ def pairs(tmp_path_factory) -> tuple[Path, dict[str, tuple[bool, str | None]]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,fn,backend,grad", CASES, ids=[c[0] for c in CASES])
-def test_cold_serve_imports_neither_dynamo_nor_inductor(pairs, tmp_path: Path, name: str, fn: str,
+@pytest.mark.parametrize("name,fn,model,backend,grad", CASES, ids=[c[0] for c in CASES])
+def test_cold_serve_imports_neither_dynamo_nor_inductor(pairs, tmp_path: Path, name: str, fn: str, model: str,
                                                         backend: str, grad: bool) -> None:
     d, metas = pairs
     free, why = metas[name]
-    if grad and backend == "inductor":
-        # AOTAutograd's runtime serves a graph that needs autograd: not Dynamo-free, and said so
-        assert free is False and "needs autograd" in why, metas[name]
+    if name in NOT_FREE:
+        # AOTAutograd's runtime serves it: not Dynamo-free, and the artifact says why
+        assert free is False and NOT_FREE[name] in why, metas[name]
     else:
         assert free is True, metas[name]
     env, journal = cold_host(tmp_path)
     code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"),
-                        fn=fn, grad=grad)
+                        fn=fn, model=model, grad=grad)
     r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
     assert "SERVED" in r.stdout and r.stdout.count("REFUSED") == 2, r.stdout
     assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
+    assert ("GRADS" in r.stdout) == grad, r.stdout
     if free:
         assert "HEAVY []" in r.stdout, "a Dynamo-free artifact imported Dynamo or Inductor: " + r.stdout
 

@@ -30,6 +30,15 @@ def literal_block(items: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def text_literal(text: str) -> str:
+    """A triple-quoted literal that reads back as exactly ``text`` (a program
+    carried inside the artifact stays readable as the source it is)."""
+    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if body.endswith('"'):
+        body = body[:-1] + '\\"'
+    return '"""\\\n' + body + '"""'
+
+
 def read_metadata(code: str) -> dict[str, Any]:
     """The literal ``NAME = value`` assignments at the top level of python_code."""
     try:

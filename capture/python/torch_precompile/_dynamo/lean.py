@@ -17,9 +17,7 @@ from typing import Any
 
 from . import frames as _frames
 from . import lean_graphs
-from .lean_guards import NotLean, Program, record, render
-
-_HEAVY = ("torch._dynamo", "torch._inductor")
+from .lean_guards import HEAVY, NotLean, Program, record, render
 LAZY = "_pc_lazy"  # the prefix a Dynamo-module alias is renamed under (see the driver)
 
 
@@ -31,6 +29,15 @@ def _renamed(code: Any, names: dict[str, str]) -> Any:
         return code
     consts = tuple(_renamed(c, names) if isinstance(c, type(code)) else c for c in code.co_consts)
     return code.replace(co_names=tuple(names.get(n, n) for n in code.co_names), co_consts=consts)
+
+
+def _reads(source: str, aliases: set[str]) -> list[str]:
+    """The aliases among ``aliases`` the checks subscript a globals dict with (the
+    messages that merely name one are text, not reads)."""
+    import ast
+
+    return sorted({n.slice.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Subscript)
+                   and isinstance(n.slice, ast.Constant) and n.slice.value in aliases})
 
 
 class Lean:
@@ -72,7 +79,7 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
     for fi, r in enumerate(records):
         target = SerializedCode.to_code_object(r["code"])
         out = {k: v for k, v in r.items() if k not in ("code", "variants", "imports")}
-        heavy = {a: LAZY + a for a, m in r["imports"].items() if m.startswith(_HEAVY)}
+        heavy = {a: LAZY + a for a, m in r["imports"].items() if m.startswith(HEAVY)}
         out["imports"] = {heavy.get(a, a): m for a, m in r["imports"].items()}
         out["code"] = _marshal(target, f"frame {r['name']!r}")
         out["variants"] = []
@@ -82,8 +89,9 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
                 state = serving_state(load_guards_state(blob), policy)
                 name = f"_pc_guards_{fi}_{vi}"
                 prog = lean.guards[name] = render(record(state, target, scope), scope)
-                if any(a in prog.source for a in heavy):
-                    raise NotLean(f"the guards of {r['name']!r} read Dynamo's own modules {sorted(heavy)}")
+                read = _reads(prog.source, set(heavy))
+                if read:
+                    raise NotLean(f"the guards of {r['name']!r} read Dynamo's own modules {read}")
                 out["variants"].append((name, _marshal(_renamed(SerializedCode.to_code_object(body), heavy),
                                                        f"a variant of {r['name']!r}"),
                                         state.output_graph.name_of_builtins_dict_key_in_fglobals))

@@ -6,7 +6,8 @@ eager: the graph Dynamo handed its backend, as fx source. inductor: the same
 graph lowered by AOTAutograd + Inductor into one standalone module
 (``compile_to_python``), its Inductor imports pointed at the frozen-kernel
 stand-ins. A graph that needs autograd at run time (grad mode on with inputs
-requiring grad) keeps AOTAutograd's runtime, so it has no program here.
+requiring grad) is its forward and backward modules run by an autograd.Function
+(``lean_autograd``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._progress import step
+from . import lean_autograd
 from .lean_guards import NotLean
 
 
@@ -49,6 +51,8 @@ def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> st
     try:
         program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
+        if lean_autograd.no_compute(e):
+            raise lean_autograd.NoCompute(backend_id) from None
         raise NotLean(f"graph {backend_id} cannot be lowered to a standalone program "
                       f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
     return serve_imports.rewrite(program)
@@ -70,9 +74,15 @@ def programs(session: Any, payloads: dict[str, Any]) -> dict[str, str]:
         if graph is None:
             raise NotLean(f"graph {backend_id} was not seen by the capture's backend")
         gm, example_inputs, grad = graph
-        if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
-            raise NotLean(f"graph {backend_id} needs autograd (it was captured with grad mode on "
-                          "and inputs requiring grad)")
-        with step("capture: lowered graph %s to a standalone program", backend_id):
-            out[backend_id] = _inductor_program(gm, example_inputs, backend_id)
+        try:
+            if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+                with step("capture: lowered graph %s to standalone forward and backward programs", backend_id):
+                    out[backend_id] = lean_autograd.program(gm, example_inputs, backend_id)
+            else:
+                with step("capture: lowered graph %s to a standalone program", backend_id):
+                    out[backend_id] = _inductor_program(gm, example_inputs, backend_id)
+        except lean_autograd.NoCompute:
+            # nothing for Inductor to lower (views, detach, getitem): the graph itself
+            # runs as eagerly as Inductor would have run it
+            out[backend_id] = _fx_program(gm, backend_id)
     return out

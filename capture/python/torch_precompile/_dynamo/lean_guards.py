@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import keyword
 import math
+import types
 from typing import Any, Iterator
 
 from . import minted
@@ -164,6 +165,10 @@ def _builtin_recipe(value: Any) -> tuple[str, ...] | None:
                 return ("attr", home, name)
         except ImportError:
             continue
+    # the interpreter's own types (method, function, ...) are named in types, not by __name__
+    for attr, held in vars(types).items():
+        if held is value and not attr.startswith("_"):
+            return ("attr", "types", attr)
     return None
 
 
@@ -257,6 +262,10 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
     children: dict[int, list[tuple[Any, str]]] = {id(root): []}
     leaves: dict[int, list[tuple[str, str]]] = {id(root): []}
     tensors: list[_Tensor] = []
+    # Dynamo's own modules the guards reach through the frame's globals (a polyfill's
+    # import alias): what is read off one becomes a constant, so serving imports none
+    folded: dict[int, Any] = {}
+    frame_globals: set[int] = set()
     tail: list[tuple[str, str]] = []   # relational and epilogue guards, after the tree
     global_state: str | None = None
     shape_names: set[str] = set()
@@ -275,16 +284,27 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
                 continue
             parent = var[id(owner)]
             a = list(args) + [kwargs[k] for k in ("key", "attr", "idx", "index", "f_globals", "global_name") if k in kwargs]
-            expr = _access(method, parent, a, scope, consts)
+            held = _dynamo_module_read(method, id(owner) in frame_globals, a, scope, folded.get(id(owner)))
+            if held is not None and _is_heavy(held):
+                folded[id(out)] = held  # not read at serve time: what is read off it is a constant
+                expr = ""
+            elif held is not None:
+                expr = consts.obj(held, f"{source_of(kwargs, args)} (read off Dynamo's own module)")
+            else:
+                expr = _access(method, parent, a, scope, consts)
+                if expr == "G":
+                    frame_globals.add(id(out))
             v = f"n{len(var)}"
             var[id(out)] = v
-            source[id(out)] = kwargs.get("source", next((x for x in args if isinstance(x, str)), expr))
+            source[id(out)] = source_of(kwargs, args)
             children[id(owner)].append((out, expr))
             children[id(out)], leaves[id(out)] = [], []
             continue
         if owner is None:
             tail.append(_relational(method, args, var))
             continue
+        if id(owner) in folded:
+            raise NotLean(f"a guard on Dynamo's own module {folded[id(owner)].__name__} ({method})")
         v = var[id(owner)]
         if method == "add_tensor_match_guard":
             value, sizes, strides, name = args[0], args[1], args[2], args[3]
@@ -318,7 +338,8 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         for cond, text in leaves[id(node)]:
             lines.append(("guard", cond, text))
         for child, expr in children[id(node)]:
-            lines.append(("node", var[id(child)], expr, source[id(child)]))
+            if id(child) not in folded:
+                lines.append(("node", var[id(child)], expr, source[id(child)]))
             emit(child)
     emit(root)
     verbose_table: list[str] = []
@@ -412,6 +433,29 @@ def _sympy_names() -> set[str]:
     from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
     return set(SYMPY_INTERP)
+
+
+HEAVY = ("torch._dynamo", "torch._inductor")
+
+
+def _is_heavy(value: Any) -> bool:
+    return isinstance(value, types.ModuleType) and value.__name__.startswith(HEAVY)
+
+
+def source_of(kwargs: dict[str, Any], args: Any) -> str:
+    return kwargs.get("source", next((x for x in args if isinstance(x, str)), "a guarded value"))
+
+
+def _dynamo_module_read(method: str, on_globals: bool, a: list[Any], scope: dict[str, Any], folded: Any) -> Any:
+    """The value of this access when it reads Dynamo's own module or what is read
+    off one (a polyfill's import alias in the frame's globals), else None."""
+    if folded is not None:
+        if method != "getattr_manager" or not isinstance(a[0], str):
+            raise NotLean(f"a guard reads {method} of Dynamo's own module {folded.__name__}")
+        return getattr(folded, a[0])
+    if method == "dict_getitem_manager" and on_globals and isinstance(a[0], str) and _is_heavy(scope.get(a[0])):
+        return scope[a[0]]
+    return None
 
 
 def _access(method: str, parent: str, a: list[Any], scope: dict[str, Any], consts: Consts) -> str:

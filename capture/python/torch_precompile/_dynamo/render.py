@@ -135,14 +135,6 @@ def readable_graphs(payloads: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _string(text: str) -> str:
-    """A triple-quoted literal that reads back as exactly ``text``."""
-    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    if body.endswith('"'):
-        body = body[:-1] + '\\"'
-    return '"""\\\n' + body + '"""'
-
-
 def lean_sources(lean: Any) -> str:
     """The readable part of a Dynamo-free artifact: every variant's guards as
     checks and every compiled graph as a program."""
@@ -164,7 +156,7 @@ def graph_sources(programs: dict[str, str]) -> str:
     out = [_SEP, "# Compiled graphs, as programs: each exposes call(flat_inputs) (exec'd at load)\n", _SEP]
     out.append("_GRAPHS = {}\n")
     for backend_id, text in sorted(programs.items()):
-        out.append(f"_GRAPHS[{backend_id!r}] = {_string(text)}\n\n")
+        out.append(f"_GRAPHS[{backend_id!r}] = {_artifact.text_literal(text)}\n\n")
     return "".join(out)
 
 
