@@ -32,6 +32,9 @@ pub struct Wanted<'a> {
     /// Whole `NAME=value` entries that must be present exactly once, as
     /// given (lockdown, journal, startup settings).
     pub forced: &'a [&'a CStr],
+    /// Names that must be absent (a setting that would loosen the lockdown
+    /// when it was not set where the lockdown started).
+    pub stripped: &'a [&'a [u8]],
 }
 
 /// The variable name of a `NAME=value` entry.
@@ -66,6 +69,9 @@ fn satisfied(env: CStrArray<'_>, wanted: &Wanted<'_>) -> bool {
             return false;
         }
     }
+    if env.bytes().any(|e| wanted.stripped.contains(&name_of(e))) {
+        return false;
+    }
     wanted.forced.iter().all(|want| {
         let name = name_of(want.to_bytes());
         let mut same_name = env.bytes().filter(|e| name_of(e) == name);
@@ -77,6 +83,7 @@ fn is_managed(entry: &[u8], wanted: &Wanted<'_>) -> bool {
     let name = name_of(entry);
     (wanted.preload.is_some() && name == LD_PRELOAD)
         || wanted.forced.iter().any(|w| name_of(w.to_bytes()) == name)
+        || wanted.stripped.contains(&name)
 }
 
 /// The stack space a rebuilt environment lives in.
@@ -196,6 +203,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &forced,
+            stripped: &[],
         };
         let (same, env) = child_env(&[], &w);
         assert!(!same);
@@ -214,6 +222,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &[],
+            stripped: &[],
         };
         let a = CStrArray::empty();
         let got = with_env(a, &w, |p| {
@@ -232,6 +241,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &[],
+            stripped: &[],
         };
         let (_, env) = child_env(
             &[
@@ -257,6 +267,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &forced,
+            stripped: &[],
         };
         let env = [
             "PATH=/bin",
@@ -274,6 +285,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &forced,
+            stripped: &[],
         };
         let (same, got) = child_env(
             &[
@@ -303,6 +315,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &[],
+            stripped: &[],
         };
         let (_, got) = child_env(&["TORCH_PRECOMPILE_NO_COMPILATION=1"], &w);
         assert_eq!(
@@ -316,6 +329,7 @@ mod tests {
         let w = Wanted {
             preload: None,
             forced: &[],
+            stripped: &[],
         };
         let (same, _) = child_env(&["X=1"], &w);
         assert!(same);
@@ -329,6 +343,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &[],
+            stripped: &[],
         };
         assert_eq!(with_env(array(&f), &w, |_| ()), Err(libc::E2BIG));
     }
@@ -340,6 +355,7 @@ mod tests {
         let w = Wanted {
             preload: Some(ME),
             forced: &[],
+            stripped: &[],
         };
         assert_eq!(with_env(array(&f), &w, |_| ()), Err(libc::E2BIG));
     }

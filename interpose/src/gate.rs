@@ -12,6 +12,7 @@ use crate::buf::Writer;
 use crate::journal;
 use crate::raw::CStrArray;
 use crate::resolve::{resolve_symlinks, PATH_BUF};
+use crate::script;
 use crate::state;
 use crate::sys;
 
@@ -39,7 +40,11 @@ pub enum Existence {
 /// `Ok` when the exec may go ahead; `Err(errno)` when it must fail.
 #[inline(never)]
 pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<(), c_int> {
-    let kind = classify(exe, argv);
+    let mut kind = classify(exe, argv);
+    if kind == Kind::Other {
+        // a `#!` script runs its interpreter: one that is a compiler is gated too
+        kind = script::kind(&state::get().rules, exe, argv);
+    }
     if kind == Kind::Other {
         return Ok(());
     }

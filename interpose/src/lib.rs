@@ -33,6 +33,7 @@ mod raw;
 mod real;
 mod resolve;
 mod state;
+mod script;
 mod sys;
 
 /// Runs before `main` in every process the library is loaded into. With

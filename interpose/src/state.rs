@@ -20,6 +20,8 @@ pub struct Settings {
     /// `PRECOMPILE_STRICT`/`_COMPILERS`/`_ALLOW` entries exactly as they were
     /// at start, handed on to every child.
     pub start_entries: Vec<CString>,
+    /// Whether `PRECOMPILE_ALLOW` was set at start.
+    pub allow_at_start: bool,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -69,6 +71,7 @@ fn load() -> Settings {
         rules,
         self_path: locate_self(),
         start_entries,
+        allow_at_start: std::env::var_os(env::ALLOW).is_some(),
     }
 }
 
@@ -117,7 +120,8 @@ pub fn wanted<'a>(s: &'static Settings, forced: &'a mut Forced) -> Wanted<'a> {
             n = n.saturating_add(1);
         }
     };
-    if policy::lockdown::current() != policy::Lock::Open {
+    let locked = policy::lockdown::current() != policy::Lock::Open;
+    if locked {
         add(LOCKED_ENTRY);
     }
     if let Some(j) = journal::armed() {
@@ -126,8 +130,17 @@ pub fn wanted<'a>(s: &'static Settings, forced: &'a mut Forced) -> Wanted<'a> {
     for e in &s.start_entries {
         add(e.as_c_str());
     }
+    // Under a lockdown nobody below its start loosens the compiler list: the
+    // allowed names are the start's (forced above), or none when it had none.
+    const ALLOW: &[&[u8]] = &[env::ALLOW.as_bytes()];
+    let stripped: &'static [&'static [u8]] = if locked && !s.allow_at_start {
+        ALLOW
+    } else {
+        &[]
+    };
     Wanted {
         preload: s.self_path.map(CStr::to_bytes),
         forced: forced.get(..n).unwrap_or(&[]),
+        stripped,
     }
 }

@@ -111,6 +111,22 @@ pub fn readlink_c<'b>(path: &CStr, buf: &'b mut [u8]) -> Option<&'b CStr> {
     CStr::from_bytes_with_nul(buf.get(..n.checked_add(1)?)?).ok()
 }
 
+/// The first bytes of the file at `path` (at most `buf.len()`), read with one
+/// `read`; `None` when it cannot be opened or read. Opened non-blocking, so a
+/// FIFO or a device never stalls the exec.
+pub fn read_head(path: &CStr, buf: &mut [u8]) -> Option<usize> {
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    // SAFETY: `path` is a valid C string.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `buf` is writable for `buf.len()` bytes; `fd` is ours.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    close(fd);
+    usize::try_from(n).ok()
+}
+
 /// A file's identity (device, inode).
 pub type FileId = (u64, u64);
 

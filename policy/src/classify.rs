@@ -73,24 +73,33 @@ impl Rules {
         I: Iterator<Item = &'a [u8]> + Clone,
     {
         // A wrapper's wrapped command is argv[k]; its own arguments follow it.
-        let mut rest = argv.clone();
+        // `rest` is always what follows the program being looked at.
+        let mut rest = argv;
         rest.next();
         let (mut exe, mut resolved) = (exe, resolved);
-        for skipped in 0..=MAX_WRAPPER_DEPTH {
+        for _ in 0..=MAX_WRAPPER_DEPTH {
             let tool = self
                 .tool(exe)
                 .or_else(|| resolved.and_then(|r| self.tool(r)));
             if let Some(tool) = tool {
-                return probe_or_compile(tool.bare_v_probe, argv.skip(skipped + 1));
+                return probe_or_compile(tool.bare_v_probe, rest);
             }
-            if !is_wrapper(exe) && !resolved.is_some_and(is_wrapper) {
+            let next = if is_loader(exe) || resolved.is_some_and(is_loader) {
+                // `ld-linux-x86-64.so.2 [options] program args`: the program runs.
+                match loader_program(&mut rest) {
+                    Some(program) => program,
+                    None => return Kind::Other,
+                }
+            } else if is_wrapper(exe) || resolved.is_some_and(is_wrapper) {
+                match rest.next() {
+                    Some(next) if !next.is_empty() && next[0] != b'-' => next,
+                    // `ccache -s`, `ccache --version`, bare `ccache`: its own command.
+                    _ => return Kind::Other,
+                }
+            } else {
                 return Kind::Other;
-            }
-            match rest.next() {
-                Some(next) if !next.is_empty() && next[0] != b'-' => (exe, resolved) = (next, None),
-                // `ccache -s`, `ccache --version`, bare `ccache`: its own command.
-                _ => return Kind::Other,
-            }
+            };
+            (exe, resolved) = (next, None);
         }
         // Absurdly deep wrapping: refuse rather than guess.
         Kind::Compile
@@ -139,6 +148,38 @@ fn basename(path: &[u8]) -> &[u8] {
 
 fn is_wrapper(path: &[u8]) -> bool {
     compilers::contains(WRAPPERS, basename(path))
+}
+
+/// The dynamic loader run as a program: `ld-linux-x86-64.so.2`, `ld-linux.so.2`,
+/// `ld64.so.2`, `ld-musl-x86_64.so.1`, `ld.so`, `ld-2.36.so`.
+fn is_loader(path: &[u8]) -> bool {
+    let base = basename(path);
+    let Some(tail) = base
+        .strip_prefix(b"ld-")
+        .or_else(|| base.strip_prefix(b"ld64."))
+        .or_else(|| base.strip_prefix(b"ld."))
+    else {
+        return false;
+    };
+    tail.starts_with(b"so") || tail.windows(4).any(|w| w == b".so.") || tail.ends_with(b".so")
+}
+
+/// The program a loader command line runs, past the loader's own options
+/// (glibc's rtld: those in [`compilers::LOADER_VALUE_OPTIONS`] take the next
+/// argument); `None` when it runs none (`--list`, `--verify`, `--help`, no program).
+fn loader_program<'a, I: Iterator<Item = &'a [u8]>>(rest: &mut I) -> Option<&'a [u8]> {
+    loop {
+        let arg = rest.next()?;
+        if !arg.starts_with(b"--") {
+            return (!arg.is_empty()).then_some(arg);
+        }
+        if compilers::contains(compilers::LOADER_VALUE_OPTIONS, arg) {
+            rest.next()?;
+        } else if compilers::contains(compilers::LOADER_INFO_OPTIONS, arg) {
+            return None;
+        }
+        // any other `--flag` (or `--flag=value`) stands alone
+    }
 }
 
 /// Does `base` name tool `name`, allowing a target-triple prefix
@@ -435,6 +476,28 @@ mod tests {
         assert_eq!(kind("distcc gcc --version"), Kind::Probe);
         assert_eq!(kind("ccache distcc g++ -c a.c"), Kind::Compile);
         assert_eq!(kind("icecc clang++-16 -c a.cpp"), Kind::Compile);
+    }
+
+    #[test]
+    fn the_dynamic_loader_runs_the_program_it_is_given() {
+        // `ld.so <program> args` runs the program: a compiler run through it is one
+        let cc1plus = "/usr/libexec/gcc/x86_64-linux-gnu/12/cc1plus";
+        assert_eq!(
+            kind(&format!("/lib64/ld-linux-x86-64.so.2 {cc1plus} -quiet t.cpp -o e.s")),
+            Kind::Compile
+        );
+        assert_eq!(kind("/lib/ld-linux-aarch64.so.1 /usr/bin/as t.s -o t.o"), Kind::Compile);
+        assert_eq!(kind("ld.so --library-path /x --argv0 cc /usr/bin/g++ -c a.c"), Kind::Compile);
+        assert_eq!(kind("ld-2.36.so --inhibit-cache /usr/bin/gcc --version"), Kind::Probe);
+        assert_eq!(kind("/lib/ld-musl-x86_64.so.1 /usr/bin/ld a.o"), Kind::Compile);
+        // the loader's own commands, and other programs run through it
+        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2 --list /usr/bin/g++"), Kind::Other);
+        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2 --verify /usr/bin/as"), Kind::Other);
+        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2"), Kind::Other);
+        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2 /usr/bin/python3 x.py"), Kind::Other);
+        // the linker is not the loader
+        assert_eq!(kind("ld -o a a.o"), Kind::Compile);
+        assert_eq!(kind("ldconfig -p"), Kind::Other);
     }
 
     #[test]

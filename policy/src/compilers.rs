@@ -83,6 +83,27 @@ pub static COMPILERS: &[Compiler] = &[
 /// `ccache --version`): that compiles nothing and is classified Other.
 pub static WRAPPERS: &[&str] = &["ccache", "distcc", "icecc", "sccache"];
 
+/// The dynamic loader's options that take the next argument (glibc's rtld).
+pub static LOADER_VALUE_OPTIONS: &[&str] = &[
+    "--argv0",
+    "--audit",
+    "--glibc-hwcaps-mask",
+    "--glibc-hwcaps-prefix",
+    "--inhibit-rpath",
+    "--library-path",
+    "--preload",
+];
+
+/// The dynamic loader's options after which it runs no program.
+pub static LOADER_INFO_OPTIONS: &[&str] = &[
+    "--help",
+    "--list",
+    "--list-diagnostics",
+    "--list-tunables",
+    "--verify",
+    "--version",
+];
+
 /// Arguments after which the tool prints information and exits without
 /// building (when no input is given as well).
 pub static PROBE_FLAGS: &[&str] = &[
@@ -264,6 +285,8 @@ mod tests {
     #[test]
     fn option_tables_are_sorted_without_duplicates() {
         assert_strictly_sorted("WRAPPERS", WRAPPERS.iter().copied());
+        assert_strictly_sorted("LOADER_VALUE_OPTIONS", LOADER_VALUE_OPTIONS.iter().copied());
+        assert_strictly_sorted("LOADER_INFO_OPTIONS", LOADER_INFO_OPTIONS.iter().copied());
         assert_strictly_sorted("PROBE_FLAGS", PROBE_FLAGS.iter().copied());
         assert_strictly_sorted("PROBE_PREFIXES", PROBE_PREFIXES.iter().copied());
         assert_strictly_sorted(
