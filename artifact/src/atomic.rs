@@ -31,6 +31,8 @@ pub(crate) enum Step {
     Write,
     Sync,
     Rename,
+    /// Undoing the cache's rename after the code's failed.
+    PutBack,
     SyncDir,
 }
 
@@ -79,36 +81,92 @@ pub(crate) fn write_pair_atomic_with(
     cache: &[u8],
     fail: FailPoint,
 ) -> io::Result<()> {
-    if same_target(code_path, cache_path)? {
-        return Err(io::Error::new(
+    pair_steps(code_path, code, cache_path, cache, fail).map_err(|(e, stage)| {
+        let tail = match stage {
+            Stage::Before => "Nothing was replaced.",
+            Stage::Mismatched => {
+                "The new cache is in place beside the old python_code and the old cache could \
+                 not be put back: load refuses that pair (its code_hash does not match)."
+            }
+            Stage::Done => {
+                "Both files are in place; only their durability across a crash is not \
+                 guaranteed."
+            }
+        };
+        io::Error::new(e.kind(), format!("{e}. {tail}"))
+    })
+}
+
+/// How far a failed pair write got, for its message.
+enum Stage {
+    /// Neither file was replaced (the old ones, or none, are as they were).
+    Before,
+    /// The cache was replaced and could not be put back.
+    Mismatched,
+    /// Both were replaced; a directory fsync failed.
+    Done,
+}
+
+fn pair_steps(
+    code_path: &Path,
+    code: &[u8],
+    cache_path: &Path,
+    cache: &[u8],
+    fail: FailPoint,
+) -> Result<(), (io::Error, Stage)> {
+    let before = |e| (e, Stage::Before);
+    // Both destinations are checked before anything is written: a rename that
+    // can only fail (a directory in the way) never follows a rename that worked.
+    check_destination(code_path, "artifact_path").map_err(before)?;
+    check_destination(cache_path, "cache_path").map_err(before)?;
+    if same_target(code_path, cache_path).map_err(before)? {
+        return Err(before(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
                 "artifact_path and cache_path are the same file ({}): give them \
                  different names",
                 code_path.display()
             ),
-        ));
+        )));
     }
-    let code = Staged::write(code_path, code, fail)?;
-    let cache = Staged::write(cache_path, cache, fail)?;
+    let code = Staged::write(code_path, code, fail).map_err(before)?;
+    let cache = Staged::write(cache_path, cache, fail).map_err(before)?;
     // The old cache, kept under a temp name until the code is in place too, so a
     // failed second rename can put it back (or remove a cache that is new).
     let old_cache = keep_old(cache_path);
-    let cache_dir = cache.commit(fail)?;
+    let cache_dir = cache.commit(fail).map_err(before)?;
     let code_dir = match code.commit(fail) {
         Ok(dir) => dir,
-        Err(e) => {
-            put_back(cache_path, old_cache);
-            return Err(e);
+        Err(e) if fail(Step::PutBack, cache_path).is_ok() && put_back(cache_path, old_cache) => {
+            return Err(before(e))
         }
+        Err(e) => return Err((e, Stage::Mismatched)),
     };
-    fail(Step::SyncDir, cache_path)?;
-    sync_dir(&cache_dir)?;
+    let done = |e| (e, Stage::Done);
+    fail(Step::SyncDir, cache_path).map_err(done)?;
+    sync_dir(&cache_dir).map_err(done)?;
     if code_dir != cache_dir {
-        fail(Step::SyncDir, code_path)?;
-        sync_dir(&code_dir)?;
+        fail(Step::SyncDir, code_path).map_err(done)?;
+        sync_dir(&code_dir).map_err(done)?;
     }
     Ok(())
+}
+
+/// A destination must be absent, a file, or a symlink (which is replaced).
+fn check_destination(path: &Path, what: &str) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() || m.file_type().is_symlink() => Ok(()),
+        Ok(m) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{what} {} is {}, not a file: give the path of a file to write",
+                path.display(),
+                if m.is_dir() { "a directory" } else { "not a regular file" }
+            ),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(context(e, "looking at", path)),
+    }
 }
 
 /// A hard link to the file at `path` under a temp name, if there is one (None
@@ -131,20 +189,22 @@ fn keep_old(path: &Path) -> Option<TempGuard> {
 }
 
 /// Undoes the cache's rename after the code's failed: the old cache goes back
-/// under its name, or the new one is removed when there was none. Best effort:
-/// the error being reported is the rename's.
-fn put_back(path: &Path, old: Option<TempGuard>) {
+/// under its name, or the new one is removed when there was none. True when
+/// it was undone (the error being reported is the rename's either way).
+fn put_back(path: &Path, old: Option<TempGuard>) -> bool {
     match old {
         Some(mut kept) if kept.0.as_os_str().is_empty() => {
-            let _ = fs::remove_file(path);
             kept.0 = PathBuf::new();
+            fs::remove_file(path).is_ok()
         }
         Some(mut kept) => {
-            if fs::rename(&kept.0, path).is_ok() {
+            let back = fs::rename(&kept.0, path).is_ok();
+            if back {
                 kept.0 = PathBuf::new(); // renamed back: nothing left to remove
             }
+            back
         }
-        None => {}
+        None => false,
     }
 }
 

@@ -139,7 +139,8 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope, Error> {
             name: meta.name.clone(),
             data: bytes[start..end].to_vec(),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    crate::manifest::check_paths(&entries)?;
     Ok(Envelope { header, entries })
 }
 

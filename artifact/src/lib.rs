@@ -17,6 +17,7 @@ pub mod envelope;
 mod error;
 pub mod extract;
 pub mod header;
+pub mod manifest;
 
 pub use atomic::{write_atomic, write_pair_atomic};
 pub use entry_name::{validate_entry_name, validate_entry_names};

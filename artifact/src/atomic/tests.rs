@@ -267,3 +267,61 @@ fn pair_refuses_the_same_path_twice() {
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     assert!(!p.exists());
 }
+
+#[test]
+fn a_directory_in_the_way_is_refused_before_any_rename() {
+    // With an old pair present, whichever name a directory takes.
+    for in_the_way in ["m.py", "m.cache"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, cache) = (dir.path().join("m.py"), dir.path().join("m.cache"));
+        let other = if in_the_way == "m.py" { &cache } else { &code };
+        fs::write(other, b"old").unwrap();
+        fs::create_dir(dir.path().join(in_the_way)).unwrap();
+        let mut renames = 0;
+        let mut count = |s: Step, _: &Path| {
+            renames += usize::from(s == Step::Rename);
+            Ok(())
+        };
+        let err = write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut count).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("is a directory, not a file") && text.ends_with("Nothing was replaced."), "{text}");
+        assert_eq!(renames, 0);
+        assert_eq!(fs::read(other).unwrap(), b"old");
+        assert_eq!(listing(dir.path()).len(), 2, "{:?}", listing(dir.path()));
+    }
+}
+
+#[test]
+fn each_failure_says_what_was_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, cache) = (dir.path().join("m.py"), dir.path().join("m.cache"));
+    fs::write(&code, b"old code").unwrap();
+    fs::write(&cache, b"old cache").unwrap();
+    let message = |step: Step, target: &Path| {
+        let target = target.to_path_buf();
+        let mut fail = move |s: Step, p: &Path| {
+            if s == step && (p == target || step == Step::PutBack) {
+                Err(io::Error::other("injected"))
+            } else {
+                Ok(())
+            }
+        };
+        write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut fail)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(message(Step::Write, &cache).ends_with("Nothing was replaced."));
+    assert!(message(Step::Rename, &code).ends_with("Nothing was replaced."));
+    assert_eq!(fs::read(&cache).unwrap(), b"old cache");
+    // the code's rename fails and the old cache cannot be put back
+    let mut both = |s: Step, p: &Path| match s {
+        Step::Rename if p == code.as_path() => Err(io::Error::other("injected")),
+        Step::PutBack => Err(io::Error::other("injected")),
+        _ => Ok(()),
+    };
+    let text = write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut both).unwrap_err().to_string();
+    assert!(text.contains("The new cache is in place beside the old python_code"), "{text}");
+    assert_eq!(fs::read(&cache).unwrap(), b"new cache");
+    assert_eq!(fs::read(&code).unwrap(), b"old code");
+    assert!(message(Step::SyncDir, &cache).contains("Both files are in place"));
+}

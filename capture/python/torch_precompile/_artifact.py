@@ -92,6 +92,6 @@ def write_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathL
         _native.write_pair_atomic(code_path, code, cache_path_s, cache)
     except OSError as e:
         raise PrecompileError(
-            f"could not write the artifact pair ({code_path}, {cache_path_s}): {e}. "
-            "Nothing was replaced; fix the path or permissions and capture again."
+            f"could not write the artifact pair ({code_path}, {cache_path_s}): {e} "
+            "Fix the path or permissions and capture again."
         ) from e

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import warnings
 from typing import Any
 
@@ -36,11 +37,29 @@ class StandaloneRunnable(PrecompiledRunnable):
 
 
 def _read(path: str | os.PathLike[str], what: str) -> bytes:
+    """The file's bytes; a FIFO, device or directory is refused before any read
+    (opened non-blocking, so a FIFO with no writer cannot hang the load)."""
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise PrecompileError(f"load: cannot read the {what} {os.fspath(path)!r}: {e.strerror or e}") from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device")
+            raise PrecompileError(
+                f"load: the {what} {os.fspath(path)!r} is {kind}, not a regular file; "
+                "pass the file a capture wrote")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
             return f.read()
     except OSError as e:
         raise PrecompileError(f"load: cannot read the {what} {os.fspath(path)!r}: {e.strerror or e}") from e
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def verified_entries(code: bytes, cache: bytes, meta: dict[str, Any], cache_path: str) -> list[tuple[str, str, bytes]] | None:

@@ -11,7 +11,8 @@ use crate::inspect::parse;
 const HELP: &str = "usage: precompile verify CACHE [--code PYTHON_CODE]
 
 Checks a cache completely: magic and format version, the header checksum, every
-entry name (no absolute paths, no '..'), every entry's size and sha256, and, with
+entry name (no absolute paths, no '..'), every entry's size and sha256, every
+path the kernel manifest names (an entry of this cache, by the same rule), and, with
 --code, that the cache was written for exactly that python_code and that the
 python_code's BACKEND and TRACER are the cache's. Nothing is unpacked or
 executed. The one check of `load` it cannot make is the torch build, which needs
