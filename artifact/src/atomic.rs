@@ -161,7 +161,11 @@ fn check_destination(path: &Path, what: &str) -> io::Result<()> {
             format!(
                 "{what} {} is {}, not a file: give the path of a file to write",
                 path.display(),
-                if m.is_dir() { "a directory" } else { "not a regular file" }
+                if m.is_dir() {
+                    "a directory"
+                } else {
+                    "not a regular file"
+                }
             ),
         )),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -15,9 +15,15 @@ pub const KERNEL_MANIFEST: &str = "kernel_manifest";
 pub fn check_paths(entries: &[Entry]) -> Result<(), Error> {
     for manifest in entries.iter().filter(|e| e.kind == KERNEL_MANIFEST) {
         let json: serde_json::Value = serde_json::from_slice(&manifest.data).map_err(|e| {
-            Error::corrupt(format!("the kernel manifest {:?} is not JSON ({e})", manifest.name))
+            Error::corrupt(format!(
+                "the kernel manifest {:?} is not JSON ({e})",
+                manifest.name
+            ))
         })?;
-        let libraries = json.get("cpp").and_then(|c| c.as_array()).map_or(&[][..], Vec::as_slice);
+        let libraries = json
+            .get("cpp")
+            .and_then(|c| c.as_array())
+            .map_or(&[][..], Vec::as_slice);
         for lib in libraries {
             let Some(path) = lib.get("entry").and_then(|p| p.as_str()) else {
                 return Err(Error::corrupt(format!(
@@ -26,7 +32,10 @@ pub fn check_paths(entries: &[Entry]) -> Result<(), Error> {
                 )));
             };
             validate_entry_name(path)?;
-            if !entries.iter().any(|e| e.name == path && e.kind != KERNEL_MANIFEST) {
+            if !entries
+                .iter()
+                .any(|e| e.name == path && e.kind != KERNEL_MANIFEST)
+            {
                 return Err(Error::corrupt(format!(
                     "the kernel manifest {:?} names {path:?}, which is not an entry of this cache",
                     manifest.name

@@ -32,8 +32,8 @@ mod log;
 mod raw;
 mod real;
 mod resolve;
-mod state;
 mod script;
+mod state;
 mod sys;
 
 /// Runs before `main` in every process the library is loaded into. With

@@ -28,14 +28,24 @@ pub fn kind(rules: &Rules, script: &CStr, argv: CStrArray<'_>) -> Kind {
 
 /// `after`: what the kernel puts after `script` on the interpreter's command
 /// line (the levels above); then `argv[1..]`.
-fn follow(rules: &Rules, script: &CStr, after: &[&[u8]], argv: CStrArray<'_>, depth: usize) -> Kind {
+fn follow(
+    rules: &Rules,
+    script: &CStr,
+    after: &[&[u8]],
+    argv: CStrArray<'_>,
+    depth: usize,
+) -> Kind {
     let (mut head, mut interp_buf) = ([0u8; HEAD], [0u8; HEAD + 1]);
     let Some((interp, arg)) = shebang(script, &mut head, &mut interp_buf) else {
         return Kind::Other;
     };
     let mut items: [&[u8]; MAX_PREFIX] = [b""; MAX_PREFIX];
     let mut n = 0usize;
-    for item in arg.into_iter().chain([script.to_bytes()]).chain(after.iter().copied()) {
+    for item in arg
+        .into_iter()
+        .chain([script.to_bytes()])
+        .chain(after.iter().copied())
+    {
         let Some(slot) = items.get_mut(n) else {
             return Kind::Compile; // deeper than the kernel goes: refuse rather than guess
         };
@@ -85,6 +95,9 @@ fn is_blank(b: &u8) -> bool {
 
 fn trim_blanks(s: &[u8]) -> &[u8] {
     let start = s.iter().position(|b| !is_blank(b)).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !is_blank(b)).map_or(start, |e| e + 1);
+    let end = s
+        .iter()
+        .rposition(|b| !is_blank(b))
+        .map_or(start, |e| e + 1);
     s.get(start..end.max(start)).unwrap_or(b"")
 }

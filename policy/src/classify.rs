@@ -483,18 +483,41 @@ mod tests {
         // `ld.so <program> args` runs the program: a compiler run through it is one
         let cc1plus = "/usr/libexec/gcc/x86_64-linux-gnu/12/cc1plus";
         assert_eq!(
-            kind(&format!("/lib64/ld-linux-x86-64.so.2 {cc1plus} -quiet t.cpp -o e.s")),
+            kind(&format!(
+                "/lib64/ld-linux-x86-64.so.2 {cc1plus} -quiet t.cpp -o e.s"
+            )),
             Kind::Compile
         );
-        assert_eq!(kind("/lib/ld-linux-aarch64.so.1 /usr/bin/as t.s -o t.o"), Kind::Compile);
-        assert_eq!(kind("ld.so --library-path /x --argv0 cc /usr/bin/g++ -c a.c"), Kind::Compile);
-        assert_eq!(kind("ld-2.36.so --inhibit-cache /usr/bin/gcc --version"), Kind::Probe);
-        assert_eq!(kind("/lib/ld-musl-x86_64.so.1 /usr/bin/ld a.o"), Kind::Compile);
+        assert_eq!(
+            kind("/lib/ld-linux-aarch64.so.1 /usr/bin/as t.s -o t.o"),
+            Kind::Compile
+        );
+        assert_eq!(
+            kind("ld.so --library-path /x --argv0 cc /usr/bin/g++ -c a.c"),
+            Kind::Compile
+        );
+        assert_eq!(
+            kind("ld-2.36.so --inhibit-cache /usr/bin/gcc --version"),
+            Kind::Probe
+        );
+        assert_eq!(
+            kind("/lib/ld-musl-x86_64.so.1 /usr/bin/ld a.o"),
+            Kind::Compile
+        );
         // the loader's own commands, and other programs run through it
-        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2 --list /usr/bin/g++"), Kind::Other);
-        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2 --verify /usr/bin/as"), Kind::Other);
+        assert_eq!(
+            kind("/lib64/ld-linux-x86-64.so.2 --list /usr/bin/g++"),
+            Kind::Other
+        );
+        assert_eq!(
+            kind("/lib64/ld-linux-x86-64.so.2 --verify /usr/bin/as"),
+            Kind::Other
+        );
         assert_eq!(kind("/lib64/ld-linux-x86-64.so.2"), Kind::Other);
-        assert_eq!(kind("/lib64/ld-linux-x86-64.so.2 /usr/bin/python3 x.py"), Kind::Other);
+        assert_eq!(
+            kind("/lib64/ld-linux-x86-64.so.2 /usr/bin/python3 x.py"),
+            Kind::Other
+        );
         // the linker is not the loader
         assert_eq!(kind("ld -o a a.o"), Kind::Compile);
         assert_eq!(kind("ldconfig -p"), Kind::Other);

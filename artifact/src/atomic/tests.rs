@@ -282,9 +282,13 @@ fn a_directory_in_the_way_is_refused_before_any_rename() {
             renames += usize::from(s == Step::Rename);
             Ok(())
         };
-        let err = write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut count).unwrap_err();
+        let err = write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut count)
+            .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("is a directory, not a file") && text.ends_with("Nothing was replaced."), "{text}");
+        assert!(
+            text.contains("is a directory, not a file") && text.ends_with("Nothing was replaced."),
+            "{text}"
+        );
         assert_eq!(renames, 0);
         assert_eq!(fs::read(other).unwrap(), b"old");
         assert_eq!(listing(dir.path()).len(), 2, "{:?}", listing(dir.path()));
@@ -319,8 +323,13 @@ fn each_failure_says_what_was_replaced() {
         Step::PutBack => Err(io::Error::other("injected")),
         _ => Ok(()),
     };
-    let text = write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut both).unwrap_err().to_string();
-    assert!(text.contains("The new cache is in place beside the old python_code"), "{text}");
+    let text = write_pair_atomic_with(&code, b"new code", &cache, b"new cache", &mut both)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("The new cache is in place beside the old python_code"),
+        "{text}"
+    );
     assert_eq!(fs::read(&cache).unwrap(), b"new cache");
     assert_eq!(fs::read(&code).unwrap(), b"old code");
     assert!(message(Step::SyncDir, &cache).contains("Both files are in place"));

@@ -386,14 +386,23 @@ fn encode_refuses_malformed_code_hash_and_kind() {
 #[test]
 fn a_kernel_manifest_names_only_entries_of_its_own_cache() {
     let with = |path: &str| {
-        let manifest = json!({"cpp": [{"content": "ab", "binding": "ctypes", "key": "k", "entry": path}]});
+        let manifest =
+            json!({"cpp": [{"content": "ab", "binding": "ctypes", "key": "k", "entry": path}]});
         let mut entries = sample_entries();
-        entries.push(entry("kernel_manifest", "kernels.json", manifest.to_string().as_bytes()));
+        entries.push(entry(
+            "kernel_manifest",
+            "kernels.json",
+            manifest.to_string().as_bytes(),
+        ));
         // encode does not read entry contents; decode is where a cache from elsewhere is judged
         decode(&encode(&sample_header(), &entries).unwrap())
     };
     assert!(with("kernels/ab/cdef.so").is_ok());
-    for outside in ["../../usr/lib/evil.so", "/usr/lib/evil.so", "kernels/../../evil.so"] {
+    for outside in [
+        "../../usr/lib/evil.so",
+        "/usr/lib/evil.so",
+        "kernels/../../evil.so",
+    ] {
         let err = with(outside).unwrap_err().to_string();
         assert!(err.contains("evil.so"), "{outside}: {err}");
     }
