@@ -48,6 +48,15 @@ fn outside_a_lockdown_a_child_may_still_allow_names() {
     assert!(ran.has_line("PRECOMPILE_ALLOW=nothing-in-use"), "{ran:#?}");
 }
 
+/// `sh -c CMD` run in the scratch directory.
+fn sh_in(s: &Scratch, shim: &Shim, cmd: &str) -> std::process::Output {
+    shim.command("/bin/sh")
+        .args(["-c", cmd])
+        .current_dir(&s.dir)
+        .output()
+        .unwrap()
+}
+
 fn script(s: &Scratch, name: &str, first_line: &str) -> String {
     let path = s.path(name);
     // `#` starts a comment for the assembler: the file is also its input
@@ -64,12 +73,7 @@ fn a_script_whose_interpreter_is_a_compiler_is_a_compiler_run() {
         ("t.sh", "#!  /usr/bin/as  --32  "),
     ] {
         let run = script(&s, name, line);
-        let ran = Shim::locked(&s.journal())
-            .command("/bin/sh")
-            .args(["-c", &run])
-            .current_dir(&s.dir)
-            .output()
-            .unwrap();
+        let ran = sh_in(&s, &Shim::locked(&s.journal()), &run);
         assert_ne!(ran.status.code(), Some(0), "{name}: {ran:?}");
         assert!(
             !s.path("a.out").exists(),
@@ -84,12 +88,7 @@ fn a_script_whose_interpreter_is_a_compiler_is_a_compiler_run() {
     // a script that runs an interpreter which is itself such a script
     script(&s, "as.sh", "#!/usr/bin/as");
     let outer = script(&s, "outer.sh", &format!("#!{}", s.path("as.sh").display()));
-    let ran = Shim::locked(&s.journal())
-        .command("/bin/sh")
-        .args(["-c", &outer])
-        .current_dir(&s.dir)
-        .output()
-        .unwrap();
+    let ran = sh_in(&s, &Shim::locked(&s.journal()), &outer);
     assert_ne!(ran.status.code(), Some(0), "{ran:?}");
     assert!(
         !s.path("a.out").exists(),
@@ -105,12 +104,7 @@ fn a_script_whose_interpreter_is_a_compiler_is_a_compiler_run() {
     // an ordinary script still runs, unrecorded
     let plain = script(&s, "plain.sh", "#!/bin/sh");
     std::fs::write(s.path("plain.sh"), "#!/bin/sh\necho ran\n").unwrap();
-    let ran = Shim::locked(&s.journal())
-        .command("/bin/sh")
-        .args(["-c", &plain])
-        .current_dir(&s.dir)
-        .output()
-        .unwrap();
+    let ran = sh_in(&s, &Shim::locked(&s.journal()), &plain);
     assert_eq!(
         String::from_utf8_lossy(&ran.stdout).trim(),
         "ran",
@@ -123,12 +117,7 @@ fn a_script_whose_interpreter_is_a_compiler_is_a_compiler_run() {
 fn a_script_whose_interpreter_is_a_compiler_runs_when_open_and_is_journaled() {
     let s = Scratch::new("escape-shebang-open");
     let run = script(&s, "s.sh", "#!/usr/bin/as");
-    let ran = Shim::open(&s.journal())
-        .command("/bin/sh")
-        .args(["-c", &run])
-        .current_dir(&s.dir)
-        .output()
-        .unwrap();
+    let ran = sh_in(&s, &Shim::open(&s.journal()), &run);
     assert_eq!(ran.status.code(), Some(0), "{ran:?}");
     assert!(s.path("a.out").exists());
     let recs = records(&s.journal());
