@@ -28,8 +28,13 @@ class NoCompute(NotLean):
     inputs); its fx program serves it."""
 
 
-def no_compute(e: BaseException) -> bool:
-    return type(e).__name__ == "NoRunnableInductorModuleError"
+def refusal(e: BaseException, backend_id: str, lowered_to: str) -> NotLean:
+    """What a failed standalone lowering means for the graph: NoCompute when
+    Inductor had nothing to lower, else a NotLean naming the error."""
+    if type(e).__name__ == "NoRunnableInductorModuleError":
+        return NoCompute(backend_id)
+    first = str(e).splitlines()[0] if str(e) else ""
+    return NotLean(f"graph {backend_id} cannot be lowered to {lowered_to} ({type(e).__name__}: {first})")
 
 
 def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any]:
@@ -77,10 +82,7 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
     except NotLean:
         raise
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
-        if no_compute(e):
-            raise NoCompute(backend_id) from None
-        raise NotLean(f"graph {backend_id} cannot be lowered to standalone forward and backward "
-                      f"programs ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        raise refusal(e, backend_id, "standalone forward and backward programs") from None
     if "forward" not in seen or "backward" not in seen:
         raise NotLean(f"graph {backend_id}: the lowering produced no {'forward' if 'forward' not in seen else 'backward'}")
     return seen
@@ -160,7 +162,6 @@ def _layout(fw: Any, bw: Any, meta: Any, backend_id: str) -> dict[str, Any]:
     if len(bw.graph.output_node().args[0]) != n_inputs:
         raise NotLean(f"graph {backend_id}: its backward does not return one gradient per input")
     return {
-        "n_inputs": n_inputs,
         "n_outputs": n_out,
         "non_differentiable": [i for i in range(n_out) if i not in differentiable],
         "tangent_outputs": differentiable,

@@ -51,10 +51,7 @@ def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> st
     try:
         program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
-        if lean_autograd.no_compute(e):
-            raise lean_autograd.NoCompute(backend_id) from None
-        raise NotLean(f"graph {backend_id} cannot be lowered to a standalone program "
-                      f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        raise lean_autograd.refusal(e, backend_id, "a standalone program") from None
     return serve_imports.rewrite(program)
 
 
