@@ -120,13 +120,17 @@ def _memory_format(val: Any) -> str | None:
     return None
 
 
-def _layout(fw: Any, bw: Any, meta: Any, backend_id: str) -> dict[str, Any]:
+def _layout(fw: Any, bw: Any, meta: Any, n_args: int, backend_id: str) -> dict[str, Any]:
     """What the wrapper needs to know: which forward outputs are the user's, which
     are saved (tensors, sizes), what each backward input is, which gradient each
     tangent is and the layout the backward expects it in."""
     import torch
 
     n_inputs = len(fw.graph.find_nodes(op="placeholder"))
+    if n_inputs != n_args:
+        # AOTAutograd deduplicated aliased arguments or added synthetic bases: the
+        # forward does not take the graph's arguments as they come
+        raise NotLean(f"graph {backend_id}: its forward takes {n_inputs} inputs for {n_args} arguments")
     fw_outs = list(fw.graph.output_node().args[0])
     n_out = len(meta.output_info)
     where = {}
@@ -254,7 +258,7 @@ def program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
     seen = _lower(gm, example_inputs, backend_id)
     (fw, fw_source), (bw, bw_source), meta = seen["forward"], seen["backward"], seen["meta"]
     _plain(meta, backend_id)
-    layout = _layout(fw, bw, meta, backend_id)
+    layout = _layout(fw, bw, meta, len(example_inputs), backend_id)
     return (
         f'"""Graph {backend_id}, which needs autograd: Inductor\'s forward and backward\n'
         "modules (FORWARD, BACKWARD), run by an autograd.Function (PrecompiledGraph, below) the way\n"
