@@ -21,6 +21,15 @@ VENV_LIB = Path(sys.prefix) / "lib" / "precompile" / "libprecompile.so"
 TARGET_LIB = ROOT / "target" / "release" / "libprecompile.so"
 
 
+def has_standalone_lowering() -> bool:
+    """Whether this torch has the standalone AOTAutograd + Inductor lowering
+    (2.14 and later) that MakeFx + inductor and Dynamo-free inductor graphs need;
+    tests of those features run only where it exists, the rest everywhere."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch._functorch._aot_autograd.to_standalone_python") is not None
+
+
 def shim_path() -> Path:
     for p in (VENV_LIB, TARGET_LIB):
         if p.exists():
