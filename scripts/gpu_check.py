@@ -164,8 +164,9 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: no CUDA device here; nothing was run (this check needs a GPU)")
-    shim = ROOT / ".venv/lib/precompile/libprecompile.so"
-    if not shim.is_file():
+    found = subprocess.run([str(ROOT / ".venv/bin/precompile"), "preload-path"], capture_output=True, text=True)
+    shim = Path(found.stdout.strip())
+    if found.returncode != 0 or not shim.is_file():
         raise SystemExit("gpu_check: the installed shim is missing; run scripts/setup first")
     work = Path(a.keep or tempfile.mkdtemp(prefix="gpu_check."))
     work.mkdir(parents=True, exist_ok=True)
