@@ -157,15 +157,17 @@ def read_journal(path: Path) -> list[dict]:
 
 
 def find_shim() -> Path:
-    """The installed shim (a venv with the wheel or scripts/setup), else the one
-    carried as a build output (target/release, as on the accelerator machine)."""
-    for shim in (Path(sys.prefix) / "lib/precompile/libprecompile.so",
-                 ROOT / ".venv/lib/precompile/libprecompile.so",
-                 ROOT / "target/release/libprecompile.so"):
+    """The shim inside the torch_precompile this interpreter imports (the installed
+    wheel, or capture/python with the _prefix/ scripts/wheel staged, as carried
+    to the accelerator machine), else cargo's build output."""
+    from torch_precompile._bundle import LIBRARY
+
+    for shim in (Path(LIBRARY), ROOT / "target/release/libprecompile.so"):
         if shim.is_file():
             return shim
-    raise SystemExit("gpu_check: libprecompile.so is neither installed nor in target/release; "
-                     "run scripts/setup, or carry target/release/libprecompile.so")
+    raise SystemExit("gpu_check: libprecompile.so is neither in the torch_precompile package nor in "
+                     "target/release; run scripts/setup (or scripts/wheel), or carry "
+                     "capture/python/torch_precompile/_prefix")
 
 
 def package_root() -> str:
