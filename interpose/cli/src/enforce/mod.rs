@@ -1,0 +1,144 @@
+//! `precompile run --lockdown --enforce`: the lockdown enforced by the
+//! kernel for what no preload sees (raw system calls, static programs,
+//! renamed compilers, a cleared `LD_PRELOAD`).
+//!
+//! The command is started with a seccomp filter that sends every
+//! `execve`/`execveat` of its whole tree to this process
+//! (`SECCOMP_RET_USER_NOTIF`); a supervisor thread here reads each one from
+//! the caller, classifies it with `policy`'s rules, and answers `EPERM` or
+//! lets it continue. Unlike plain `run`, this process stays: it is the
+//! command's parent, forwards the usual termination signals to it, and exits
+//! with its status. Should it die, every later exec in the tree fails
+//! (ENOSYS): the filter fails closed.
+//!
+//! Modules: `filter` (the BPF program), `child` (between fork and exec),
+//! `listener` (the notification ioctls), `target` (reading the caller),
+//! `known` (the host's compilers by content), `classify`, `report`,
+//! `supervise` (the loop), `signals`.
+
+mod child;
+mod classify;
+mod filter;
+mod known;
+mod listener;
+mod report;
+mod signals;
+mod supervise;
+mod target;
+
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitCode};
+use std::sync::mpsc;
+
+use anyhow::{bail, Context};
+
+pub use supervise::Settings;
+
+const ACTIONS_AVAIL: &str = "/proc/sys/kernel/seccomp/actions_avail";
+
+/// Fails unless this kernel and architecture can enforce.
+pub fn check_available() -> anyhow::Result<()> {
+    if !cfg!(target_arch = "x86_64") {
+        bail!(
+            "--enforce is implemented for x86_64 only (this is {}); run without --enforce \
+             (the shim alone) on this machine",
+            std::env::consts::ARCH
+        );
+    }
+    let actions = std::fs::read_to_string(ACTIONS_AVAIL).with_context(|| {
+        format!(
+            "--enforce needs seccomp, and {ACTIONS_AVAIL} cannot be read (a kernel without \
+             CONFIG_SECCOMP_FILTER, or /proc not mounted); run without --enforce"
+        )
+    })?;
+    if !actions.split_whitespace().any(|a| a == "user_notif") {
+        bail!(
+            "--enforce needs seccomp user notification (Linux 5.5 or later), and this kernel \
+             offers only `{}` in {ACTIONS_AVAIL}; run without --enforce",
+            actions.trim()
+        );
+    }
+    Ok(())
+}
+
+/// What the supervisor thread tells the main thread once it has the
+/// listener (or learnt that the child could not install the filter).
+enum Ready {
+    Supervising,
+    NoListener(String),
+}
+
+/// Runs `cmd` under the filter and supervises it; returns its exit status.
+pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<ExitCode> {
+    check_available()?;
+    // The tree runs as our user: without this it could ptrace this process
+    // or take the listener from it (pidfd_getfd) and answer for itself.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let (ours, theirs) = UnixStream::pair().context("--enforce: cannot create a socketpair")?;
+    let prepared = child::Prepared::new(OwnedFd::from(theirs));
+    let forwarded = signals::block_forwarded()?;
+
+    let path_var = cmd
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .and_then(|(_, v)| v.map(|v| v.to_owned()))
+        .or_else(|| std::env::var_os("PATH"));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let ours = OwnedFd::from(ours);
+    std::thread::Builder::new()
+        .name("precompile-enforce".into())
+        .spawn(move || {
+            let mut known = known::Known::scan(&settings.rules, path_var.as_deref());
+            let fd = match listener::receive(&ours) {
+                Ok(Some(fd)) => fd,
+                Ok(None) => {
+                    let _ = ready_tx.send(Ready::NoListener("the child sent none".into()));
+                    return;
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Ready::NoListener(e.to_string()));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ready::Supervising);
+            let listener = listener::Listener::new(fd);
+            if let Err(e) = supervise::serve(&listener, &settings, &mut known) {
+                report::stderr(&format!(
+                    "precompile: the enforced lockdown's supervisor stopped ({e}); \
+                     every exec in the tree now fails\n"
+                ));
+            }
+        })
+        .context("--enforce: cannot start the supervisor thread")?;
+
+    // SAFETY: the closure only makes system calls on data prepared above
+    // (Prepared::install_in_child): async-signal-safe after fork.
+    unsafe {
+        cmd.pre_exec(move || prepared.install_in_child());
+    }
+    let spawned = cmd.spawn();
+    drop(cmd); // closes our copy of the child's end: a failed child is seen as EOF
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            if let Ok(Ready::NoListener(why)) = ready_rx.recv() {
+                bail!(
+                    "--enforce: the command could not install the seccomp filter ({e}; {why}); \
+                     this kernel must allow unprivileged seccomp user notification \
+                     ({ACTIONS_AVAIL} lists user_notif); run without --enforce"
+                );
+            }
+            return Err(e).context("cannot run the command");
+        }
+    };
+    signals::forward(forwarded, child.id() as i32)?;
+    let status = child.wait().context("waiting for the command")?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(code as u8),
+        (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
+        _ => ExitCode::FAILURE,
+    })
+}
