@@ -8,6 +8,9 @@
  *   status=N        the started child's exit status (or system/pclose's)
  *   child-exit=N    fork/vfork child's exit status; 200+errno = exec failed
  *
+ * The syscall-* modes make the system call directly, past any exec hook
+ * (what an LD_PRELOAD shim cannot see; the enforced mode must).
+ *
  * usage: spawner MODE ARGS...   (see main)
  */
 #define _GNU_SOURCE
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -160,6 +164,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 #undef DO
+		exec_failed();
+	} else if (!strcmp(mode, "syscall-execve")) {
+		syscall(SYS_execve, file, args, environ);
+		exec_failed();
+	} else if (!strcmp(mode, "syscall-execveat")) {
+		syscall(SYS_execveat, AT_FDCWD, file, args, environ, 0);
 		exec_failed();
 	} else if (!strcmp(mode, "fexecve")) {
 		int fd = open(file, O_RDONLY | O_CLOEXEC);

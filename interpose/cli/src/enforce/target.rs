@@ -36,7 +36,7 @@ pub enum Program {
     /// There, but the supervisor may not read it (refused: what it is
     /// cannot be checked).
     Unreadable,
-    Readable(Opened),
+    Readable(Box<Opened>),
 }
 
 pub struct Opened {
@@ -153,7 +153,7 @@ impl Target {
             .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
             .open(&me)
         {
-            Ok(file) => Ok(Program::Readable(Opened { file, real, meta })),
+            Ok(file) => Ok(Program::Readable(Box::new(Opened { file, real, meta }))),
             Err(e) if e.raw_os_error() == Some(libc::EACCES) => Ok(Program::Unreadable),
             Err(e) => Err(e),
         }
