@@ -167,6 +167,14 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
             std::env::var(env::ALLOW).ok().as_deref(),
             strict,
         );
+        // the supervisor journals where the tree does
+        let journal = match journal {
+            Some(j) => Some(j),
+            None => std::env::var_os(env::JOURNAL)
+                .filter(|j| !j.is_empty())
+                .map(|j| absolute(&j))
+                .transpose()?,
+        };
         return enforce::run(cmd, enforce::Settings { rules, journal })
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()));
     }

@@ -747,3 +747,176 @@ fn the_suite_covers_every_route_once() {
     .sum::<usize>();
     assert_eq!(grouped, n, "a route is outside every group");
 }
+
+// ---- the enforced mode's own behaviour
+
+fn precompile(s: &Scratch, args: &[&str]) -> Command {
+    let mut c = Command::new(&host().precompile);
+    for v in OURS {
+        c.env_remove(v);
+    }
+    c.arg("run")
+        .args(args)
+        .current_dir(&s.dir)
+        .stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn enforced_runs_ordinary_programs_and_keeps_the_exit_status() {
+    let s = Scratch::new("enforce-ordinary");
+    let journal = s.journal().display().to_string();
+    let py = host().python.display().to_string();
+    let script = format!(
+        "echo ok; {py} -c 'import subprocess; subprocess.run([\"true\"], check=True); print(\"py-ok\")'; \
+         g++ --version >/dev/null && echo probe-ok; exit 7"
+    );
+    let out = precompile(
+        &s,
+        &["--lockdown", "--enforce", "--journal", &journal, "--"],
+    )
+    .args(["/bin/sh", "-c", &script])
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    for line in ["ok", "py-ok", "probe-ok"] {
+        assert!(stdout.lines().any(|l| l == line), "{line}: {out:?}");
+    }
+    assert!(
+        records(&s.journal())
+            .iter()
+            .all(|r| r["verdict"] == "allowed"),
+        "{:?}",
+        records(&s.journal())
+    );
+}
+
+#[test]
+fn strict_refuses_probes_the_shim_cannot_see() {
+    let s = Scratch::new("enforce-strict");
+    let journal = s.journal().display().to_string();
+    let out = precompile(
+        &s,
+        &[
+            "--lockdown",
+            "--enforce",
+            "--strict",
+            "--journal",
+            &journal,
+            "--",
+        ],
+    )
+    .arg(&host().spawner)
+    .args(["syscall-execve", "/usr/bin/g++", "g++", "--version"])
+    .output()
+    .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "errno=1",
+        "{out:?}"
+    );
+    let recs = records(&s.journal());
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["kind"], "probe");
+    assert_eq!(recs[0]["reason"], "strict-probe");
+    assert_eq!(recs[0]["source"], "enforce");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("precompile: refused to run compiler probe `g++ --version`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn enforce_without_lockdown_is_a_usage_error() {
+    let s = Scratch::new("enforce-usage");
+    let out = precompile(&s, &["--enforce", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--enforce"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_supervisor_passes_sigterm_to_the_command() {
+    use std::io::{BufRead, BufReader};
+    let s = Scratch::new("enforce-signal");
+    let mut child = precompile(&s, &["--lockdown", "--enforce", "--"])
+        .args([
+            "/bin/sh",
+            "-c",
+            "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    // to the supervisor, as a service manager would
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(lines.next().unwrap().unwrap(), "got-term");
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
+
+#[test]
+fn the_entrypoint_enforces_with_precompile_enforce() {
+    let s = Scratch::new("enforce-entrypoint");
+    let entrypoint = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/entrypoint");
+    let out_path = s.p("entry.out");
+    let src = s.p("a.cc");
+    let bin_dir = host().precompile.parent().unwrap().display().to_string();
+    let mut c = Command::new("/bin/sh");
+    for v in OURS {
+        c.env_remove(v);
+    }
+    let out = c
+        .arg(&entrypoint)
+        .arg(&host().spawner)
+        .args([
+            "syscall-execve",
+            &host().cc1plus,
+            "cc1plus",
+            "-quiet",
+            &src,
+            "-o",
+            &out_path,
+        ])
+        .env("PRECOMPILE_ENFORCE", "1")
+        .env("PRECOMPILE_JOURNAL", s.journal())
+        .env("PATH", format!("{bin_dir}:/usr/bin:/bin"))
+        .current_dir(&s.dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!Path::new(&out_path).exists(), "{out:?}");
+    let recs = records(&s.journal());
+    assert!(
+        recs.iter()
+            .any(|r| names(r, &out_path) && r["verdict"] == "refused" && r["source"] == "enforce"),
+        "{recs:?} {out:?}"
+    );
+    // without the precompile command the entrypoint says what is missing
+    let mut c = Command::new("/bin/sh");
+    let out = c
+        .arg(&entrypoint)
+        .arg("true")
+        .env("PRECOMPILE_ENFORCE", "1")
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("PRECOMPILE_ENFORCE=1 needs the precompile command"),
+        "{out:?}"
+    );
+}

@@ -53,6 +53,11 @@ pub fn check_available() -> anyhow::Result<()> {
              CONFIG_SECCOMP_FILTER, or /proc not mounted); run without --enforce"
         )
     })?;
+    check_actions(&actions)
+}
+
+/// The kernel's list of seccomp actions must hold `user_notif`.
+fn check_actions(actions: &str) -> anyhow::Result<()> {
     if !actions.split_whitespace().any(|a| a == "user_notif") {
         bail!(
             "--enforce needs seccomp user notification (Linux 5.5 or later), and this kernel \
@@ -61,6 +66,24 @@ pub fn check_available() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_user_notification_is_a_clear_error() {
+        assert!(
+            check_actions("kill_process kill_thread trap errno user_notif trace log allow\n")
+                .is_ok()
+        );
+        let e = check_actions("kill_process kill_thread trap errno trace log allow\n").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("seccomp user notification"), "{msg}");
+        assert!(msg.contains("run without --enforce"), "{msg}");
+        assert!(check_actions("user_notify").is_err());
+    }
 }
 
 /// What the supervisor thread tells the main thread once it has the
