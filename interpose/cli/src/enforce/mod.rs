@@ -68,24 +68,6 @@ fn check_actions(actions: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kernel_without_user_notification_is_a_clear_error() {
-        assert!(
-            check_actions("kill_process kill_thread trap errno user_notif trace log allow\n")
-                .is_ok()
-        );
-        let e = check_actions("kill_process kill_thread trap errno trace log allow\n").unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("seccomp user notification"), "{msg}");
-        assert!(msg.contains("run without --enforce"), "{msg}");
-        assert!(check_actions("user_notify").is_err());
-    }
-}
-
 /// What the supervisor thread tells the main thread once it has the
 /// listener (or learnt that the child could not install the filter).
 enum Ready {
@@ -164,4 +146,22 @@ pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<ExitCode> {
         (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
         _ => ExitCode::FAILURE,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_user_notification_is_a_clear_error() {
+        assert!(
+            check_actions("kill_process kill_thread trap errno user_notif trace log allow\n")
+                .is_ok()
+        );
+        let e = check_actions("kill_process kill_thread trap errno trace log allow\n").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("seccomp user notification"), "{msg}");
+        assert!(msg.contains("run without --enforce"), "{msg}");
+        assert!(check_actions("user_notify").is_err());
+    }
 }
