@@ -139,6 +139,7 @@ impl Scratch {
         std::fs::write(s.p("t.s"), ".text\n").unwrap();
         std::fs::copy(&h.cc1plus, s.p("notacompiler")).unwrap();
         std::fs::copy("/usr/bin/as", s.p("notanassembler")).unwrap();
+        std::fs::copy(h.loader, s.p("myld")).unwrap();
         std::os::unix::fs::symlink(&h.cc1plus, s.p("innocent")).unwrap();
         // `#` starts a comment for the assembler: each script is its own input
         s.script("as.sh", "#!/usr/bin/as");
@@ -337,6 +338,11 @@ const ROUTES: &[Route] = &[
             ))
         },
     },
+    Route {
+        name: "renamed-loader",
+        shim: Shim::Escapes,
+        argv: |s, o| sh(format!("{} /usr/bin/as {} -o {o}", s.p("myld"), s.p("t.s"))),
+    },
     // ---- #! scripts
     Route {
         name: "shebang",
@@ -466,6 +472,16 @@ const ROUTES: &[Route] = &[
         name: "static-execve",
         shim: Shim::Escapes,
         argv: |s, o| cc1plus_mode(&host().spawner_static, "execve", s, o),
+    },
+    Route {
+        name: "static-fexecve",
+        shim: Shim::Escapes,
+        argv: |s, o| cc1plus_mode(&host().spawner_static, "fexecve", s, o),
+    },
+    Route {
+        name: "static-execveat",
+        shim: Shim::Escapes,
+        argv: |s, o| cc1plus_mode(&host().spawner_static, "execveat", s, o),
     },
     Route {
         name: "static-posix_spawn",
