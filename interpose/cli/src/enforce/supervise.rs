@@ -41,9 +41,10 @@ fn decide(
     match examine(listener, settings, known, n) {
         Ok(None) => None,
         Ok(Some(())) => Some(libc::EPERM),
-        Err((tgid, exe, why)) => {
+        Err((exe, why)) => {
             if listener.still_valid(n.id) {
-                report::stderr(&report::unchecked_line(tgid, &exe, &why));
+                let pid = Target::open(n.tid).map_or(n.tid, |t| t.ids().0);
+                report::stderr(&report::unchecked_line(pid, &exe, &why));
             }
             Some(libc::EPERM)
         }
@@ -51,20 +52,20 @@ fn decide(
 }
 
 /// `Ok(None)`: allowed; `Ok(Some(()))`: refused and reported;
-/// `Err`: could not be checked (pid, exe, why).
+/// `Err`: could not be checked (exe, why).
 fn examine(
     listener: &Listener,
     settings: &Settings,
     known: &mut Known,
     n: &Notification,
-) -> Result<Option<()>, (i32, Vec<u8>, Unchecked)> {
-    let fail = |tgid: i32, exe: &[u8], why: String| (tgid, exe.to_vec(), why);
+) -> Result<Option<()>, (Vec<u8>, Unchecked)> {
+    let fail = |exe: &[u8], why: String| (exe.to_vec(), why);
     let nr = n.nr as u32;
     if n.arch != AUDIT_ARCH_X86_64 || (nr != NR_EXECVE && nr != NR_EXECVEAT) {
-        return Err(fail(n.tid, b"?", format!("unexpected system call {nr}")));
+        return Err(fail(b"?", format!("unexpected system call {nr}")));
     }
-    let target = Target::open(n.tid)
-        .map_err(|e| fail(n.tid, b"?", format!("cannot read the process: {e}")))?;
+    let target =
+        Target::open(n.tid).map_err(|e| fail(b"?", format!("cannot read the process: {e}")))?;
     // execve(path, argv, envp) / execveat(dirfd, path, argv, envp, flags)
     let (dirfd, path_at, argv_at, flags) = if nr == NR_EXECVE {
         (None, n.args[0], n.args[1], 0)
@@ -73,28 +74,21 @@ fn examine(
         let dirfd = (fd != libc::AT_FDCWD).then_some(fd);
         (dirfd, n.args[1], n.args[2], n.args[4] as i32)
     };
-    let tgid = target.tgid;
     let path = target
         .c_string(path_at, PATH_MAX)
-        .map_err(|e| fail(tgid, b"?", format!("cannot read the path: {e}")))?;
+        .map_err(|e| fail(b"?", format!("cannot read the path: {e}")))?;
     let argv = target
         .argv(argv_at)
-        .map_err(|e| fail(tgid, &path, format!("cannot read the arguments: {e}")))?;
+        .map_err(|e| fail(&path, format!("cannot read the arguments: {e}")))?;
     // What was read came from this very exec only if it is still pending.
     if !listener.still_valid(n.id) {
-        return Err(fail(tgid, &path, "the process is gone".into()));
+        return Err(fail(&path, "the process is gone".into()));
     }
     let empty_path = flags & libc::AT_EMPTY_PATH != 0;
     let nofollow = flags & libc::AT_SYMLINK_NOFOLLOW != 0;
     let program = target
         .program(dirfd, &path, empty_path, nofollow)
-        .map_err(|e| {
-            fail(
-                tgid,
-                &path,
-                format!("cannot open it as the process would: {e}"),
-            )
-        })?;
+        .map_err(|e| fail(&path, format!("cannot open it as the process would: {e}")))?;
     let exe: Vec<u8> = match (&program, path.is_empty()) {
         (super::target::Program::Readable(o), true) => {
             o.real.as_os_str().as_encoded_bytes().to_vec()
@@ -104,7 +98,7 @@ fn examine(
     let args: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
     let Found { kind, copy_of } =
         classify(&settings.rules, known, &target, program, &exe, &args, 0)
-            .map_err(|why| fail(tgid, &exe, why))?;
+            .map_err(|why| fail(&exe, why))?;
     if kind == Kind::Other {
         return Ok(None);
     }
@@ -114,10 +108,11 @@ fn examine(
         return Ok(None);
     }
     let cwd = target.cwd();
+    let (tgid, ppid) = target.ids();
     let r = Refusal {
         tgid,
         tid: target.tid,
-        ppid: target.ppid,
+        ppid,
         exe: &exe,
         argv: &args,
         cwd: &cwd,

@@ -21,8 +21,6 @@ const PAGE: u64 = 4096;
 
 pub struct Target {
     pub tid: i32,
-    pub tgid: i32,
-    pub ppid: i32,
     mem: File,
 }
 
@@ -49,19 +47,24 @@ pub struct Opened {
 impl Target {
     pub fn open(tid: i32) -> io::Result<Target> {
         let mem = File::open(format!("/proc/{tid}/mem"))?;
-        let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+        Ok(Target { tid, mem })
+    }
+
+    /// (process id, parent's process id), for a report; read only then, as
+    /// most execs are never reported.
+    pub fn ids(&self) -> (i32, i32) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.tid)).unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
                 .find_map(|l| l.strip_prefix(name))
                 .and_then(|v| v.trim().parse::<i32>().ok())
         };
-        Ok(Target {
-            tid,
-            tgid: field("Tgid:").unwrap_or(tid),
-            ppid: field("PPid:").unwrap_or(0),
-            mem,
-        })
+        (
+            field("Tgid:").unwrap_or(self.tid),
+            field("PPid:").unwrap_or(0),
+        )
     }
 
     /// The NUL-terminated string at `addr`, at most `max` bytes.
@@ -166,7 +169,7 @@ impl Target {
         empty_path: bool,
         nofollow: bool,
     ) -> io::Result<File> {
-        let (tid, tgid) = (self.tid, self.tgid);
+        let tid = self.tid;
         let o_path = |p: &str| {
             OpenOptions::new()
                 .read(true)
@@ -179,7 +182,7 @@ impl Target {
         }
         // The thread's own /proc/self and descriptors: rewritten to its pid,
         // or they would name the supervisor's.
-        if let Some(own) = own_proc_path(path, tid, tgid) {
+        if let Some(own) = own_proc_path(path, tid) {
             return o_path(&own);
         }
         let (base, rooted) = if path.first() == Some(&b'/') {
@@ -244,13 +247,14 @@ fn openat2(dir: &File, path: &[u8], flags: u64, resolve: u64) -> io::Result<File
 }
 
 /// `/proc/self/…`, `/proc/thread-self/…` and `/dev/fd/…` (and `/dev/stdin`
-/// and friends) rewritten to the thread's own pid.
-fn own_proc_path(path: &[u8], tid: i32, tgid: i32) -> Option<String> {
+/// and friends) rewritten to the calling thread's own `/proc/<tid>` (a
+/// thread's entry shows its process's descriptors, executable and root).
+fn own_proc_path(path: &[u8], tid: i32) -> Option<String> {
     let path = OsStr::from_bytes(path).to_str()?;
-    let fds = |n: &str| format!("/proc/{tgid}/fd/{n}");
+    let fds = |n: &str| format!("/proc/{tid}/fd/{n}");
     for (prefix, to) in [
-        ("/proc/self/", format!("/proc/{tgid}/")),
-        ("/proc/thread-self/", format!("/proc/{tgid}/task/{tid}/")),
+        ("/proc/self/", format!("/proc/{tid}/")),
+        ("/proc/thread-self/", format!("/proc/{tid}/")),
         ("/dev/fd/", fds("")),
     ] {
         if let Some(rest) = path.strip_prefix(prefix) {
@@ -272,23 +276,17 @@ mod tests {
     #[test]
     fn own_proc_paths_name_the_thread_not_the_supervisor() {
         assert_eq!(
-            own_proc_path(b"/proc/self/fd/3", 12, 10).unwrap(),
-            "/proc/10/fd/3"
+            own_proc_path(b"/proc/self/fd/3", 12).unwrap(),
+            "/proc/12/fd/3"
         );
         assert_eq!(
-            own_proc_path(b"/proc/thread-self/exe", 12, 10).unwrap(),
-            "/proc/10/task/12/exe"
+            own_proc_path(b"/proc/thread-self/exe", 12).unwrap(),
+            "/proc/12/exe"
         );
-        assert_eq!(
-            own_proc_path(b"/dev/fd/7", 12, 10).unwrap(),
-            "/proc/10/fd/7"
-        );
-        assert_eq!(
-            own_proc_path(b"/dev/stdin", 12, 10).unwrap(),
-            "/proc/10/fd/0"
-        );
-        assert!(own_proc_path(b"/usr/bin/gcc", 12, 10).is_none());
-        assert!(own_proc_path(b"/proc/selfish", 12, 10).is_none());
+        assert_eq!(own_proc_path(b"/dev/fd/7", 12).unwrap(), "/proc/12/fd/7");
+        assert_eq!(own_proc_path(b"/dev/stdin", 12).unwrap(), "/proc/12/fd/0");
+        assert!(own_proc_path(b"/usr/bin/gcc", 12).is_none());
+        assert!(own_proc_path(b"/proc/selfish", 12).is_none());
     }
 
     #[test]
