@@ -948,3 +948,63 @@ fn the_entrypoint_enforces_with_precompile_enforce() {
         "{out:?}"
     );
 }
+
+#[test]
+fn enforced_needs_no_privileges() {
+    let s = Scratch::new("enforce-unprivileged");
+    // an unprivileged user must write its journal here
+    std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let root = stdout_of(Command::new("id").arg("-u")) == "0";
+    let mut c = if root {
+        // as nobody, without capabilities: no CAP_SYS_ADMIN for the filter,
+        // no CAP_SYS_PTRACE for reading the tree's memory
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(&host().precompile);
+        c
+    } else {
+        Command::new(&host().precompile)
+    };
+    for v in OURS {
+        c.env_remove(v);
+    }
+    let out_path = s.p("unprivileged.out");
+    let journal = s.journal().display().to_string();
+    let script = format!(
+        "{} -quiet {} -o {out_path}; echo ran",
+        s.p("notacompiler"),
+        s.p("a.cc")
+    );
+    let out = c
+        .args([
+            "run",
+            "--lockdown",
+            "--enforce",
+            "--journal",
+            &journal,
+            "--",
+        ])
+        .args(["/bin/sh", "-c", &script])
+        .current_dir(&s.dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l == "ran"),
+        "{out:?}"
+    );
+    assert!(!Path::new(&out_path).exists(), "{out:?}");
+    let recs = records(&s.journal());
+    assert!(
+        recs.iter()
+            .any(|r| names(r, &out_path) && r["verdict"] == "refused" && r["source"] == "enforce"),
+        "{recs:?} {out:?}"
+    );
+}

@@ -50,6 +50,11 @@ impl Prepared {
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
+        // SAFETY: prctl with integer arguments only. The supervisor made
+        // itself non-dumpable and the fork inherited that; undone here, or
+        // the supervisor (without CAP_SYS_PTRACE) could not read this
+        // process's memory at its exec. The exec resets it anyway.
+        check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) })?;
         // SAFETY: prctl with integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
         let prog = sock_fprog {

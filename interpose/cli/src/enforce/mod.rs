@@ -82,6 +82,11 @@ pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     // or take the listener from it (pidfd_getfd) and answer for itself.
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    // Orphans of the tree are reparented to this process, not init, so it
+    // stays their ancestor: Yama's ptrace_scope=1 lets only an ancestor read
+    // a process's memory, and an exec that cannot be read is refused.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let (ours, theirs) = UnixStream::pair().context("--enforce: cannot create a socketpair")?;
     let prepared = child::Prepared::new(OwnedFd::from(theirs));
     let forwarded = signals::block_forwarded()?;
