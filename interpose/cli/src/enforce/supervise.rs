@@ -5,14 +5,14 @@
 
 use std::path::PathBuf;
 
-use policy::{Kind, Lock, Rules};
+use policy::{Lock, Rules};
 
 use super::classify::{classify, Found, Unchecked};
 use super::filter::{AUDIT_ARCH_X86_64, NR_EXECVE, NR_EXECVEAT};
 use super::known::Known;
 use super::listener::{Listener, Notification};
 use super::report::{self, Refusal};
-use super::target::{Target, PATH_MAX};
+use super::target::{Program, Target, PATH_MAX};
 
 pub struct Settings {
     pub rules: Rules,
@@ -90,20 +90,32 @@ fn examine(
         .program(dirfd, &path, empty_path, nofollow)
         .map_err(|e| fail(&path, format!("cannot open it as the process would: {e}")))?;
     let exe: Vec<u8> = match (&program, path.is_empty()) {
-        (super::target::Program::Readable(o), true) => {
-            o.real.as_os_str().as_encoded_bytes().to_vec()
-        }
+        (Program::Readable(o), true) => o.real.as_os_str().as_encoded_bytes().to_vec(),
         _ => path.clone(),
     };
+    let checked_file = file_id(&program);
     let args: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
     let Found { kind, copy_of } =
         classify(&settings.rules, known, &target, program, &exe, &args, 0)
             .map_err(|why| fail(&exe, why))?;
-    if kind == Kind::Other {
-        return Ok(None);
-    }
     let verdict = policy::decide(kind, Lock::Startup, settings.rules.strict());
     if verdict.allowed {
+        // The kernel reads the path and argv again once answered: narrow
+        // that window (README, Limits) to these few reads by checking that
+        // what it will read is still what was classified.
+        let again = target.c_string(path_at, PATH_MAX).ok();
+        let unchanged = again.as_deref() == Some(path.as_slice())
+            && target.argv(argv_at).is_ok_and(|a| a == argv)
+            && target
+                .program(dirfd, &path, empty_path, nofollow)
+                .is_ok_and(|p| file_id(&p) == checked_file)
+            && listener.still_valid(n.id);
+        if !unchanged {
+            return Err(fail(
+                &exe,
+                "its path, arguments or file changed while it was checked".into(),
+            ));
+        }
         // allowed probes are journaled by the shim where it runs
         return Ok(None);
     }
@@ -125,4 +137,14 @@ fn examine(
     }
     report::stderr(&report::refused_line(&r));
     Ok(Some(()))
+}
+
+/// The file a program resolved to, by identity; `None` when there was none
+/// the supervisor could open.
+fn file_id(p: &Program) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    match p {
+        Program::Readable(o) => Some((o.meta.dev(), o.meta.ino())),
+        _ => None,
+    }
 }
