@@ -1008,3 +1008,41 @@ fn enforced_needs_no_privileges() {
         "{recs:?} {out:?}"
     );
 }
+
+#[test]
+fn the_32_bit_exec_entry_escapes_the_shim_and_is_refused_by_the_filter() {
+    let s = Scratch::new("enforce-int80");
+    let src = s.p("a.cc");
+    let run = |mode: Mode, out: &str| {
+        let mut args = vec!["--lockdown"];
+        if mode == Mode::Enforced {
+            args.push("--enforce");
+        }
+        args.push("--");
+        let ran = precompile(&s, &args)
+            .arg(&host().spawner)
+            .args([
+                "int80-execve",
+                &host().cc1plus,
+                "cc1plus",
+                "-quiet",
+                &src,
+                "-o",
+                out,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&ran.stdout).trim().to_owned()
+    };
+    let shim_out = s.p("int80-shim.out");
+    let said = run(Mode::ShimOnly, &shim_out);
+    if said == format!("errno={}", 38) {
+        eprintln!("skipped: this kernel has no 32-bit system call entry (ENOSYS)");
+        return;
+    }
+    assert!(Path::new(&shim_out).exists(), "the shim alone: {said}");
+    let enforced_out = s.p("int80-enforced.out");
+    // refused by the filter itself (no supervisor, so no journal record)
+    assert_eq!(run(Mode::Enforced, &enforced_out), "errno=1");
+    assert!(!Path::new(&enforced_out).exists());
+}
