@@ -175,10 +175,18 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                 .map(|j| absolute(&j))
                 .transpose()?,
         };
-        return enforce::run(cmd, enforce::Settings { rules, journal })
-            .with_context(|| format!("cannot run `{}`", program.to_string_lossy()));
+        return match enforce::run(cmd, enforce::Settings { rules, journal })
+            .with_context(|| format!("cannot run `{}` enforced", program.to_string_lossy()))?
+        {
+            Ok(code) => Ok(code),
+            Err(err) => Ok(cannot_run(program, err)),
+        };
     }
-    let err = cmd.exec();
+    Ok(cannot_run(program, cmd.exec()))
+}
+
+/// CMD could not be started: one line, and a shell's exit status for it.
+fn cannot_run(program: &OsStr, err: std::io::Error) -> ExitCode {
     let code = if err.kind() == std::io::ErrorKind::NotFound {
         127
     } else {
@@ -188,7 +196,7 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         "precompile: {:#}",
         anyhow!(err).context(format!("cannot run `{}`", program.to_string_lossy()))
     );
-    Ok(ExitCode::from(code))
+    ExitCode::from(code)
 }
 
 #[cfg(test)]

@@ -1046,3 +1046,29 @@ fn the_32_bit_exec_entry_escapes_the_shim_and_is_refused_by_the_filter() {
     assert_eq!(run(Mode::Enforced, &enforced_out), "errno=1");
     assert!(!Path::new(&enforced_out).exists());
 }
+
+#[test]
+fn enforced_commands_that_cannot_start_exit_as_a_shell_would() {
+    let s = Scratch::new("enforce-cannot-start");
+    let out = precompile(&s, &["--lockdown", "--enforce", "--", "/nonexistent/cmd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    // the command itself a compiler: refused at its own exec
+    let out_path = s.p("direct.out");
+    let src = s.p("a.cc");
+    let out = precompile(&s, &["--lockdown", "--enforce", "--"])
+        .args([
+            s.p("notacompiler").as_str(),
+            "-quiet",
+            &src,
+            "-o",
+            &out_path,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126), "{out:?}");
+    assert!(!Path::new(&out_path).exists());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is a copy of"), "{stderr}");
+}

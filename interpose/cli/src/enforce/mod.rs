@@ -26,6 +26,7 @@ mod signals;
 mod supervise;
 mod target;
 
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -75,8 +76,9 @@ enum Ready {
     NoListener(String),
 }
 
-/// Runs `cmd` under the filter and supervises it; returns its exit status.
-pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<ExitCode> {
+/// Runs `cmd` under the filter and supervises it; returns its exit status,
+/// or (inner `Err`) why the command itself could not be started.
+pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<io::Result<ExitCode>> {
     check_available()?;
     // The tree runs as our user: without this it could ptrace this process
     // or take the listener from it (pidfd_getfd) and answer for itself.
@@ -141,16 +143,16 @@ pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<ExitCode> {
                      ({ACTIONS_AVAIL} lists user_notif); run without --enforce"
                 );
             }
-            return Err(e).context("cannot run the command");
+            return Ok(Err(e));
         }
     };
     signals::forward(forwarded, child.id() as i32)?;
     let status = child.wait().context("waiting for the command")?;
-    Ok(match (status.code(), status.signal()) {
+    Ok(Ok(match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(code as u8),
         (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
         _ => ExitCode::FAILURE,
-    })
+    }))
 }
 
 #[cfg(test)]
