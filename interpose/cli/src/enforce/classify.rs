@@ -7,6 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use policy::classify::{is_loader, loader_program};
+use policy::script::{shebang, HEAD};
 use policy::{Kind, Rules};
 
 use super::known::Known;
@@ -15,8 +16,6 @@ use super::target::{Program, Target};
 /// The kernel follows this many interpreters (its recursion limit); the
 /// loader counts as one level too. Deeper: refused rather than guessed.
 const MAX_DEPTH: usize = 5;
-/// The kernel reads this much of a script for its `#!` line.
-const HEAD: usize = 256;
 
 pub struct Found {
     pub kind: Kind,
@@ -116,50 +115,4 @@ fn read_head(mut file: &std::fs::File, head: &mut [u8]) -> usize {
         }
     }
     n
-}
-
-/// `(interpreter, optional argument)` of a `#!` line, split as the kernel
-/// splits it: the interpreter up to the first blank, the rest (blanks
-/// trimmed) one argument.
-fn shebang(head: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
-    let line = head.strip_prefix(b"#!")?;
-    let line = line.split(|&b| b == b'\n').next().unwrap_or(line);
-    let line = trim(line);
-    let end = line.iter().position(blank).unwrap_or(line.len());
-    let (interp, rest) = line.split_at(end);
-    if interp.is_empty() || interp.contains(&0) {
-        return None;
-    }
-    let arg = trim(rest);
-    Some((interp, (!arg.is_empty()).then_some(arg)))
-}
-
-fn blank(b: &u8) -> bool {
-    *b == b' ' || *b == b'\t'
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|b| !blank(b)).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !blank(b)).map_or(start, |e| e + 1);
-    &s[start..end.max(start)]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shebang_lines_split_as_the_kernel_splits_them() {
-        assert_eq!(
-            shebang(b"#!/usr/bin/as\n.text"),
-            Some((&b"/usr/bin/as"[..], None))
-        );
-        assert_eq!(
-            shebang(b"#!  /usr/bin/as  --32 -x  \n"),
-            Some((&b"/usr/bin/as"[..], Some(&b"--32 -x"[..])))
-        );
-        assert_eq!(shebang(b"#!/bin/sh"), Some((&b"/bin/sh"[..], None)));
-        assert_eq!(shebang(b"#! \n"), None);
-        assert_eq!(shebang(b"\x7fELF"), None);
-    }
 }
