@@ -1,9 +1,9 @@
 //! The compilers (and dynamic loaders) this host has, so that a renamed copy
 //! is recognised by what it is, not by its name.
 //!
-//! At start: the programs on `PATH` and in GCC's libexec directories whose
-//! names the rules call compilers (cc1plus, as, ld, ... live there), and the
-//! dynamic loaders, indexed by (device, inode) and by size; a `stat` each,
+//! At start: the programs on `PATH`, in GCC's libexec directories and in
+//! /usr/local/cuda whose names the rules call compilers (cc1plus, as, ld,
+//! cicc, ptxas, ... live there), and the dynamic loaders, indexed by (device, inode) and by size; a `stat` each,
 //! nothing read. At an exec: the same inode is that program (a hard link);
 //! a file of the same size is compared byte for byte with each candidate.
 //! Only a match is cached (per device, inode, size, mtime, ctime): a cached
@@ -25,6 +25,8 @@ use super::target::Opened;
 
 /// Where GCC keeps its internal programs, `<root>/<triple>/<version>/`.
 const GCC_LIBEXEC_ROOTS: &[&str] = &["/usr/lib/gcc", "/usr/libexec/gcc", "/usr/lib64/gcc"];
+/// CUDA's tools, often not on PATH (nvcc finds cicc and ptxas itself).
+const CUDA_DIRS: &[&str] = &["/usr/local/cuda/bin", "/usr/local/cuda/nvvm/bin"];
 /// Where the dynamic loaders are.
 const LOADER_DIRS: &[&str] = &[
     "/lib64",
@@ -62,6 +64,7 @@ impl Known {
                 dirs.extend(subdirs(&triple));
             }
         }
+        dirs.extend(CUDA_DIRS.iter().map(PathBuf::from));
         for dir in &dirs {
             k.add_matching(dir, &is_compiler);
         }
