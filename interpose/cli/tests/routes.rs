@@ -1072,3 +1072,32 @@ fn enforced_commands_that_cannot_start_exit_as_a_shell_would() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is a copy of"), "{stderr}");
 }
+
+#[test]
+fn enforce_inside_an_enforced_tree_fails_at_start_and_says_why() {
+    let s = Scratch::new("enforce-nested");
+    let inner = host().precompile.display().to_string();
+    let out = precompile(&s, &["--lockdown", "--enforce", "--"])
+        .args([
+            inner.as_str(),
+            "run",
+            "--lockdown",
+            "--enforce",
+            "--",
+            "/bin/echo",
+            "inner",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "ran anyway: {out:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("already runs under a seccomp filter")
+            && stderr.contains("run without --enforce"),
+        "{stderr}"
+    );
+}

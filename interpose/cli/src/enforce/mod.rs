@@ -136,9 +136,17 @@ pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<io::Result<Ex
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
-            if let Ok(Ready::NoListener(why)) = ready_rx.recv() {
+            if let Ok(Ready::NoListener(_)) = ready_rx.recv() {
+                if e.raw_os_error() == Some(libc::EBUSY) {
+                    bail!(
+                        "--enforce: this process already runs under a seccomp filter with a \
+                         supervisor (an enforced lockdown, or a container runtime's), and the \
+                         kernel allows one per process ({e}); the outer one already sees every \
+                         exec, so run without --enforce here"
+                    );
+                }
                 bail!(
-                    "--enforce: the command could not install the seccomp filter ({e}; {why}); \
+                    "--enforce: the command could not install the seccomp filter ({e}); \
                      this kernel must allow unprivileged seccomp user notification \
                      ({ACTIONS_AVAIL} lists user_notif); run without --enforce"
                 );
