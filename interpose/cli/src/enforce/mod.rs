@@ -73,7 +73,7 @@ fn check_actions(actions: &str) -> anyhow::Result<()> {
 /// listener (or learnt that the child could not install the filter).
 enum Ready {
     Supervising,
-    NoListener(String),
+    NoListener,
 }
 
 /// Runs `cmd` under the filter and supervises it; returns its exit status,
@@ -106,12 +106,8 @@ pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<io::Result<Ex
             let mut known = known::Known::scan(&settings.rules, path_var.as_deref());
             let fd = match listener::receive(&ours) {
                 Ok(Some(fd)) => fd,
-                Ok(None) => {
-                    let _ = ready_tx.send(Ready::NoListener("the child sent none".into()));
-                    return;
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Ready::NoListener(e.to_string()));
+                Ok(None) | Err(_) => {
+                    let _ = ready_tx.send(Ready::NoListener);
                     return;
                 }
             };
@@ -136,7 +132,7 @@ pub fn run(mut cmd: Command, settings: Settings) -> anyhow::Result<io::Result<Ex
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
-            if let Ok(Ready::NoListener(_)) = ready_rx.recv() {
+            if let Ok(Ready::NoListener) = ready_rx.recv() {
                 if e.raw_os_error() == Some(libc::EBUSY) {
                     bail!(
                         "--enforce: this process already runs under a seccomp filter with a \
