@@ -2,8 +2,9 @@
 (2.11.0, 2.12.0, 2.13.0, 2.14.1, 2.15.0); each function tests for the feature,
 not the version.
 
-- ``torch._dynamo.optimize`` takes ``recompile_limit`` and ``isolate_recompiles``
-  from 2.13 (earlier: a config patch around each call, and no isolation, so a
+- ``torch._dynamo.optimize`` takes ``recompile_limit`` from 2.12 and
+  ``isolate_recompiles`` from 2.13 (earlier: a config patch around each call for
+  the limit, and no isolation, so a
   capture refuses a function this process already compiled, and drops the cache
   entries it made when it ends);
 - ``PrecompileContext.take_artifact`` exists from 2.15 (earlier: the same pop on
@@ -40,8 +41,10 @@ def optimize(fn: Callable[..., Any], backend: Any, *, package: Any, guard_filter
     import torch
 
     kwargs: dict[str, Any] = dict(package=package, guard_filter_fn=guard_filter_fn, dynamic=dynamic)
+    if _optimize_takes("recompile_limit"):  # 2.12+
+        kwargs.update(recompile_limit=recompile_limit)
     if _optimize_takes("isolate_recompiles"):
-        kwargs.update(recompile_limit=recompile_limit, isolate_recompiles=True)
+        kwargs.update(isolate_recompiles=True)
     else:
         from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 
