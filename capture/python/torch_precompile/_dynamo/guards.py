@@ -248,7 +248,12 @@ class Ledger:
 
 def _judge(e: Any) -> tuple[str, Any]:
     """(why risky or "", pin) for a guard the default filter drops."""
+    from . import process_groups
+
     try:
+        checked = process_groups.judge(e)  # a process group or distributed config slot
+        if checked is not None:
+            return checked
         why = risk(e)
         return (why, pin_of(e)) if why else ("", None)
     except Exception as err:  # noqa: BLE001 - a source that refuses to be read: fail closed
