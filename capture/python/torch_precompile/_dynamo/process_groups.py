@@ -37,7 +37,11 @@ CHECKED_CONFIG = (("torch.compiler.config", "compile_on_one_rank"),)
 _BAKED = ("get_rank", "get_world_size", "get_process_group_ranks", "_get_group_size_by_name",
           "_get_group_tag", "_rank_not_in_group", "_resolve_group_name_by_ranks_and_tag")
 
-_USER_OVERRIDE = re.compile(r"\._config\[(['\"])(\w+)\1\]\.user_override$")
+# A config slot's user override (a ContextVar) and what it holds. torch leaves
+# the override set once any Inductor compile patched the slot (it restores the
+# value, not the unset state), so a guard on what it holds depends on the
+# process's history, not on the setting: both are checked by value instead.
+_USER_OVERRIDE = re.compile(r"compiler(?:\.|_dot_)config'?\]?\._config\[(['\"])(\w+)\1\]\.user_override(\.get\(\))?$")
 
 
 def _c10d() -> Any:
@@ -80,13 +84,21 @@ def judge(e: Any) -> tuple[str, tuple[str, tuple[Any, ...]]] | None:
             return None
         return (f"Dynamo baked what torch.distributed.{name}() returned into the graph",
                 (DEFAULT_GROUP, group_recipe(c10d._get_default_group())))
-    m = _USER_OVERRIDE.search(expr)
-    if m is not None:
-        for module, key in CHECKED_CONFIG:
-            config = sys.modules.get(module)
-            if m.group(2) == key and config is not None and config._config[key].user_override is value:
-                return (f"reads the configuration slot {module}.{key}",
-                        (f"{module}.{key}", ("config", module, key, getattr(config, key))))
+    key = overridden_slot(expr)
+    if key is not None:
+        module = dict((k, m) for m, k in CHECKED_CONFIG)[key]
+        config = sys.modules.get(module)
+        if config is not None:
+            return (f"reads the configuration slot {module}.{key}",
+                    (f"{module}.{key}", ("config", module, key, getattr(config, key))))
+    return None
+
+
+def overridden_slot(source: str) -> str | None:
+    """The checked config slot whose user override ``source`` reads, or None."""
+    m = _USER_OVERRIDE.search(source)
+    if m is not None and any(m.group(2) == key for _module, key in CHECKED_CONFIG):
+        return m.group(2)
     return None
 
 
