@@ -20,7 +20,9 @@ def pair(out: str, name: str, rank: int) -> tuple[str, str]:
 
 
 def report(**fields: object) -> None:
-    print("RESULT " + json.dumps(fields), flush=True)
+    # one write under PIPE_BUF: the ranks share the pipe and must not interleave
+    sys.stdout.flush()
+    os.write(1, ("RESULT " + json.dumps(fields) + "\n").encode())
 
 
 def capture(out: str) -> None:
@@ -88,6 +90,20 @@ def serve_wrong_world(out: str) -> None:
     report(rank=dist.get_rank(), world=dist.get_world_size(), errors=errors)
 
 
+def unmodified() -> None:
+    """A job that knows nothing of precompile: it calls dist_models.step_ar, which
+    PRECOMPILE_CAPTURE / PRECOMPILE_SERVE may have replaced at import."""
+    rank = dist.get_rank()
+    model, x = dm.make(rank)
+    served = getattr(dm.step_ar, "installed", None) is False  # a loaded runnable
+    ys = [dm.step_ar(model, x) for _ in range(2)]
+    want = model(x)  # the step by hand, eagerly
+    dist.all_reduce(want)
+    want = want / dist.get_world_size()
+    report(rank=rank, served=served, lean="torch._dynamo" not in sys.modules,
+           close=all(torch.allclose(y, want, atol=1e-5) for y in ys))
+
+
 def probe() -> None:
     """One compiler version probe per rank: refused under --strict, journaled."""
     try:
@@ -101,8 +117,8 @@ def main() -> None:
     verb = sys.argv[1]
     if verb != "serve_wrong_world":
         dist.init_process_group("gloo")
-    if verb == "probe":
-        probe()
+    if verb in ("probe", "unmodified"):
+        globals()[verb]()
     else:
         globals()[verb](sys.argv[2])
     if dist.is_initialized():

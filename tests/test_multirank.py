@@ -18,6 +18,7 @@ from conftest import clean_env, read_journal
 
 TESTS = Path(__file__).resolve().parent
 CLI = Path(sys.prefix) / "bin" / "precompile"
+ENTRYPOINT = TESTS.parent / "scripts" / "entrypoint"
 TIMEOUT = 300
 
 
@@ -117,3 +118,37 @@ def test_journal_names_each_rank_by_pid(tmp_path: Path) -> None:
     assert {r["pid"] if r["pid"] in workers else r["ppid"] for r in records} == workers, (records, results)
     agent = {r["ppid"] for r in results}
     assert len(agent) == 1, results  # both workers are children of the one torchrun agent
+
+
+@pytest.mark.slow
+def test_zero_code_capture_and_serve_per_rank(tmp_path: Path) -> None:
+    """PRECOMPILE_CAPTURE in a torchrun job: {rank} gives each rank its own pair;
+    PRECOMPILE_SERVE through scripts/entrypoint serves them locked down."""
+    if not CLI.exists():
+        pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    shared = env_for(tmp_path, PRECOMPILE_CAPTURE="dist_models:step_ar", PRECOMPILE_BACKEND="eager",
+                     PRECOMPILE_ARTIFACT=str(tmp_path / "ar.py"), PRECOMPILE_CACHE=str(tmp_path / "ar.cache"))
+    p, results = torchrun(tmp_path, 2, "unmodified", env=shared, cli=[str(CLI), "run", "--"])
+    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
+    assert p.stderr.count("every rank would write this one path; put {rank} in it") == 2, p.stderr[-3000:]
+    assert not (tmp_path / "ar.py").exists()
+
+    env = dict(shared, PRECOMPILE_ARTIFACT=str(tmp_path / "ar.{rank}.py"),
+               PRECOMPILE_CACHE=str(tmp_path / "ar.{rank}.cache"))
+    p, results = torchrun(tmp_path, 2, "unmodified", env=env, cli=[str(CLI), "run", "--"])
+    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
+    for rank in (0, 1):
+        assert (tmp_path / f"ar.{rank}.py").exists() and (tmp_path / f"ar.{rank}.cache").exists()
+        assert f"into {tmp_path / f'ar.{rank}.py'}" in p.stderr, p.stderr[-3000:]
+
+    serve_dir = tmp_path / "serve"
+    serve_dir.mkdir()
+    journal = tmp_path / "serve.jsonl"
+    env = dict(cold(serve_dir), PRECOMPILE_LIB=str(CLI.parent.parent / "lib" / "precompile" / "libprecompile.so"),
+               PRECOMPILE_SERVE=f"dist_models:step_ar={tmp_path}/ar.{{rank}}.py,{tmp_path}/ar.{{rank}}.cache",
+               PRECOMPILE_STRICT="1", PRECOMPILE_JOURNAL=str(journal))
+    p, results = torchrun(serve_dir, 2, "unmodified", env=env, cli=[str(ENTRYPOINT)])
+    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
+    for r in results:
+        assert r["served"] and r["lean"] and r["close"], r
+    assert read_journal(journal) == []
