@@ -37,7 +37,15 @@ def capture(out: str) -> None:
         with precompile.capture(fn, artifact_path=code, cache_path=cache, backend=backend) as cap:
             y = cap(model, x)
         got[name] = torch.allclose(y, fn(model, x), atol=1e-5)
-    report(rank=rank, pid=os.getpid(), equal=got)
+    makefx = None
+    try:  # make_fx takes the live group into the graph: refused at capture
+        code, cache = pair(out, "makefx", rank)
+        with precompile.capture(dm.step_ar, artifact_path=code, cache_path=cache, backend="eager",
+                                tracer=precompile.MakeFxTracer()) as cap:
+            cap(model, x)
+    except precompile.PrecompileError as e:
+        makefx = str(e)
+    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx)
 
 
 def serve(out: str) -> None:
