@@ -154,3 +154,24 @@ def test_zero_code_capture_and_serve_per_rank(tmp_path: Path) -> None:
     for r in results:
         assert r["served"] and r["lean"] and r["close"], r
     assert read_journal(journal) == []
+
+
+def test_only_process_groups_and_the_config_slot_become_checked() -> None:
+    """The lint stays honest: a run-time object that is not a process group, or
+    another config slot's override, is not turned into a checked recipe."""
+    from types import SimpleNamespace as NS
+
+    import torch  # noqa: F401 - loads torch.compiler.config and torch.distributed
+
+    from torch_precompile._dynamo import process_groups
+
+    def entry(value: object, name: str) -> NS:
+        return NS(has_value=True, value=value, orig_guard=NS(originating_source=NS(name=name)))
+
+    assert process_groups.judge(entry(object(), "G['dist'].group.WORLD")) is None
+    assert process_groups.judge(entry(object(), "G['torch'].compiler.config._config['other'].user_override")) is None
+    assert process_groups.judge(entry(object(), "G['cfg']._config['compile_on_one_rank'].user_override")) is None
+    why, (expr, recipe) = process_groups.judge(
+        entry(object(), "G['torch'].compiler.config._config['compile_on_one_rank'].user_override.get()"))
+    assert recipe == ("config", "torch.compiler.config", "compile_on_one_rank", False), recipe
+    assert "compile_on_one_rank" in why
