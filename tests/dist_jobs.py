@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -45,7 +46,17 @@ def capture(out: str) -> None:
             cap(model, x)
     except precompile.PrecompileError as e:
         makefx = str(e)
-    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx)
+    installed = None
+    try:  # an installed artifact checks no pins: the process group stays a risky drop
+        code, cache = pair(out, "installed", rank)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the early notice of the refusal
+            with precompile.capture(dm.step_plain, artifact_path=code, cache_path=cache,
+                                    backend="eager") as cap:
+                cap(dm.Wrapper(), x)
+    except precompile.PrecompileError as e:
+        installed = str(e)
+    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx, installed=installed)
 
 
 def serve(out: str) -> None:

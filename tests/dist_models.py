@@ -35,3 +35,30 @@ def step_rank(model: MLP, x: torch.Tensor) -> torch.Tensor:
     y = model(x) * (dist.get_rank() + 1)
     dist.all_reduce(y)
     return y
+
+
+class Breaking(torch.nn.Module):
+    """A graph break inside a child module's forward: the artifact is installed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        torch._dynamo.graph_break()
+        dist.all_reduce(y)
+        return y
+
+
+class Wrapper(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Breaking()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) * 2
+
+
+def step_plain(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)

@@ -52,6 +52,8 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert r["equal"] == {"step_ar": True, "step_rank": True}, r
         assert "c10d.allreduce_" in r["makefx"] and "DynamoTracer" in r["makefx"], r
         assert not (out / f"makefx.{r['rank']}.py").exists()
+        assert "ID_MATCH G['dist'].group.WORLD (holds a process group" in r["installed"], r
+        assert not (out / f"installed.{r['rank']}.py").exists()
     for name in ("step_ar", "step_rank"):
         for rank in (0, 1):
             assert (out / f"{name}.{rank}.py").exists() and (out / f"{name}.{rank}.cache").exists()

@@ -75,21 +75,24 @@ def judge(e: Any) -> tuple[str, tuple[str, tuple[Any, ...]]] | None:
     value = e.value
     expr = e.orig_guard.originating_source.name
     if _is_group(value):
-        return (f"holds a process group made at run time ({expr}), whose identity no serving "
-                "process can match", (expr, group_recipe(value)))
+        return ("holds a process group made at run time, whose identity no serving process can "
+                "match; only a standalone artifact checks its backend, world size and rank instead",
+                (expr, group_recipe(value)))
     name = _baked(value)
     if name is not None:
         c10d = _c10d()
         if not c10d.is_initialized():
             return None
-        return (f"Dynamo baked what torch.distributed.{name}() returned into the graph",
+        return (f"Dynamo baked what torch.distributed.{name}() returned into the graph, which only "
+                "a standalone artifact checks against the live process group",
                 (DEFAULT_GROUP, group_recipe(c10d._get_default_group())))
     key = overridden_slot(expr)
     if key is not None:
         module = dict((k, m) for m, k in CHECKED_CONFIG)[key]
         config = sys.modules.get(module)
         if config is not None:
-            return (f"reads the configuration slot {module}.{key}",
+            return (f"reads the configuration slot {module}.{key} through its override, which only "
+                    "a standalone artifact checks by value",
                     (f"{module}.{key}", ("config", module, key, getattr(config, key))))
     return None
 
