@@ -53,6 +53,7 @@ Called by scripts/bench (section "cold"); never by the product or the tests. Usa
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -157,10 +158,14 @@ CONFIGS = [
 ]
 
 
+def installed_shim() -> Path | None:
+    """The shim the wheel bundles in the torch_precompile this interpreter imports."""
+    spec = importlib.util.find_spec("torch_precompile")
+    return Path(spec.origin).parent / "_prefix/lib/precompile/libprecompile.so" if spec else None
+
+
 def find_shim(given: str | None) -> str:
-    cands = [given] if given else [Path(sys.prefix) / "lib/precompile/libprecompile.so",
-                                   ROOT / ".venv/lib/precompile/libprecompile.so",
-                                   ROOT / "target/release/libprecompile.so"]
+    cands = [given] if given else [installed_shim(), ROOT / "target/release/libprecompile.so"]
     for c in cands:
         if c and Path(c).is_file():
             return str(Path(c).resolve())

@@ -16,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
-LIB = ROOT / ".venv" / "lib" / "precompile" / "libprecompile.so"
+# the shim inside the package setup installed, as a user finds it
+LIB = subprocess.run([str(ROOT / ".venv" / "bin" / "precompile"), "preload-path"],
+                     capture_output=True, text=True, check=True).stdout.strip()
 
 CAPTURE = """
 import sys, time
@@ -74,7 +76,7 @@ def serve(mode: str, work: Path, cache_dir: Path, lockdown: bool) -> tuple[float
     journal = work / f"journal-{mode}-{time.monotonic_ns()}.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRECOMPILE_")}
     env.update({
-        "LD_PRELOAD": str(LIB),
+        "LD_PRELOAD": LIB,
         "PRECOMPILE_JOURNAL": str(journal),
         "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
         "TRITON_CACHE_DIR": str(cache_dir / "triton"),

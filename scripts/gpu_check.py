@@ -18,6 +18,10 @@ executions. One prepared run for a machine with a GPU; CI never runs it.
 Prints one line per check and exits 0 only when every check holds: outputs equal
 eager, the same autotune config, zero journal records while serving.
 Usage: scripts/gpu_check.py [--keep DIR]
+On torch before 2.12 (no standalone lowering for MakeFx + inductor) the first pair
+is captured with DynamoTracer instead. Without an installed package, run it from
+the build outputs (README: "The GPU check"):
+  PYTHONPATH=capture/python python3 scripts/gpu_check.py
 """
 
 from __future__ import annotations
@@ -90,11 +94,16 @@ CAPTURE = textwrap.dedent('''
     import torch, torch_precompile as tp
     import torch._inductor.config as cfg
     import gpu_kernels as k
+    import importlib.util
     model, x = k.make()
+    # torch before 2.12 has no standalone lowering, which MakeFx + inductor needs:
+    # there the first pair is DynamoTracer's, with the same autotuned model and kernel.
+    makefx = importlib.util.find_spec("torch._functorch._aot_autograd.to_standalone_python") is not None
+    tracer = tp.MakeFxTracer() if makefx else tp.DynamoTracer()
     t = time.perf_counter()
     with torch.no_grad(), cfg.patch(max_autotune=True, max_autotune_gemm_backends="TRITON,ATEN"):
         with tp.capture(k.step, artifact_path="mfx.py", cache_path="mfx.cache",
-                        tracer=tp.MakeFxTracer(), backend="inductor") as cap:
+                        tracer=tracer, backend="inductor") as cap:
             cap(model, x)
             _, best = k.scale(torch.randn(100_000, device="cuda"))
     mfx_s = time.perf_counter() - t
@@ -106,7 +115,8 @@ CAPTURE = textwrap.dedent('''
     from torch_precompile import _native
     metas = {n: json.loads(_native.cache_read_header(open(f"{n}.cache", "rb").read())).get("meta", {})
              for n in ("mfx", "dyn")}
-    print("RESULT " + json.dumps({"best": str(best), "mfx_s": mfx_s, "dyn_s": dyn_s, "meta": metas}))
+    print("RESULT " + json.dumps({"best": str(best), "mfx_s": mfx_s, "dyn_s": dyn_s, "meta": metas,
+                                  "first_tracer": type(tracer).__name__}))
 ''')
 
 SERVE = textwrap.dedent('''
@@ -146,12 +156,35 @@ def read_journal(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
 
 
+def find_shim() -> Path:
+    """The shim inside the torch_precompile this interpreter imports (the installed
+    wheel, or capture/python with the _prefix/ scripts/wheel staged, as carried
+    to the accelerator machine), else cargo's build output."""
+    from torch_precompile._bundle import LIBRARY
+
+    for shim in (Path(LIBRARY), ROOT / "target/release/libprecompile.so"):
+        if shim.is_file():
+            return shim
+    raise SystemExit("gpu_check: libprecompile.so is neither in the torch_precompile package nor in "
+                     "target/release; run scripts/setup (or scripts/wheel), or carry "
+                     "capture/python/torch_precompile/_prefix")
+
+
+def package_root() -> str:
+    """Where this interpreter imports torch_precompile from, made absolute for the
+    children, which run in other directories (PYTHONPATH=capture/python works)."""
+    import torch_precompile
+
+    return str(Path(torch_precompile.__file__).resolve().parent.parent)
+
+
 def base_env(d: Path, shim: str, kernels: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PRECOMPILE_") and k not in ("TORCH_PRECOMPILE_NO_COMPILATION", "LD_PRELOAD")}
     for sub in ("inductor", "triton", "tmp", "cwd"):
         (d / sub).mkdir(parents=True)
-    env.update(LD_PRELOAD=shim, PYTHONPATH=os.pathsep.join(filter(None, [str(kernels), env.get("PYTHONPATH")])),
+    env.update(LD_PRELOAD=shim, PYTHONPATH=os.pathsep.join(
+        [str(kernels), package_root(), *(os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]),
                TORCHINDUCTOR_CACHE_DIR=str(d / "inductor"), TRITON_CACHE_DIR=str(d / "triton"), TMPDIR=str(d / "tmp"))
     return env
 
@@ -164,15 +197,13 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: no CUDA device here; nothing was run (this check needs a GPU)")
-    shim = ROOT / ".venv/lib/precompile/libprecompile.so"
-    if not shim.is_file():
-        raise SystemExit("gpu_check: the installed shim is missing; run scripts/setup first")
+    shim = find_shim()
     work = Path(a.keep or tempfile.mkdtemp(prefix="gpu_check."))
     work.mkdir(parents=True, exist_ok=True)
     (work / "kernels").mkdir(exist_ok=True)
     (work / "kernels" / "gpu_kernels.py").write_text(KERNELS)
     print(f"gpu_check: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))}), "
-          f"torch {torch.__version__}; work in {work}", flush=True)
+          f"torch {torch.__version__}, Python {sys.version.split()[0]}, shim {shim}; work in {work}", flush=True)
     try:
         art = work / "capture" / "cwd"
         env = base_env(work / "capture", str(shim), work / "kernels")
@@ -180,7 +211,8 @@ def main() -> None:
         t = time.perf_counter()
         cap = run("capture", CAPTURE, art, env)
         cap_journal = read_journal(work / "capture" / "journal.jsonl")
-        print(f"  capture: {time.perf_counter() - t:.1f}s (makefx {cap['mfx_s']:.1f}s, dynamo {cap['dyn_s']:.1f}s), "
+        print(f"  capture: {time.perf_counter() - t:.1f}s (first pair {cap['first_tracer']} {cap['mfx_s']:.1f}s, "
+              f"dynamo with a graph break {cap['dyn_s']:.1f}s), "
               f"{sum(r.get('kind') == 'compile' for r in cap_journal)} compiler runs; frozen: "
               + json.dumps({n: {k: v for k, v in m.items() if k.startswith("frozen")} for n, m in cap["meta"].items()}),
               flush=True)
@@ -193,7 +225,7 @@ def main() -> None:
         print(f"  serve: {time.perf_counter() - t:.1f}s process, first output {srv['first_output_s']:.2f}s, "
               f"imports Inductor: {srv['imports_inductor']}", flush=True)
         checks = {
-            "MakeFx output equals eager": srv["mfx_match"],
+            f"{cap['first_tracer']} output equals eager": srv["mfx_match"],
             "Dynamo output equals eager": srv["dyn_match"],
             f"user autotune config served = captured ({cap['best']})": srv["best"] == cap["best"],
             f"zero compiler executions while serving (journal: {len(records)})": not records,

@@ -6,6 +6,7 @@ journal the shim (or the Python layer) writes; nothing is assumed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,12 +18,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV_LIB = Path(sys.prefix) / "lib" / "precompile" / "libprecompile.so"
+# the shim the wheel bundles in the installed package (torch_precompile/_bundle.py);
+# found without importing the package, which the tests start in fresh processes
+PACKAGE_LIB = (Path(importlib.util.find_spec("torch_precompile").origin).parent
+               / "_prefix" / "lib" / "precompile" / "libprecompile.so")
 TARGET_LIB = ROOT / "target" / "release" / "libprecompile.so"
 
 
+def has_standalone_lowering() -> bool:
+    """Whether this torch has the standalone AOTAutograd + Inductor lowering
+    (2.14 and later) that MakeFx + inductor and Dynamo-free inductor graphs need;
+    tests of those features run only where it exists, the rest everywhere."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch._functorch._aot_autograd.to_standalone_python") is not None
+
+
 def shim_path() -> Path:
-    for p in (VENV_LIB, TARGET_LIB):
+    for p in (PACKAGE_LIB, TARGET_LIB):
         if p.exists():
             return p
     pytest.skip("libprecompile.so is not built; run scripts/setup")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_python
+from conftest import has_standalone_lowering, run_python
 
 TESTS = Path(__file__).resolve().parent
 
@@ -21,6 +21,8 @@ CAPTURES = [
     ("tied", "eager"), ("dict", "eager"),
     ("unbacked", "inductor"),
 ]
+if not has_standalone_lowering():  # torch 2.11: MakeFx + inductor is refused (test_torch_features)
+    CAPTURES = [c for c in CAPTURES if c[1] == "eager"]
 
 CAPTURE_SCRIPT = r"""
 import json, sys
@@ -96,6 +98,7 @@ def test_artifact_is_readable_source_with_literal_metadata(captured: Path) -> No
     assert "def forward(*args, **kwargs):" in text
 
 
+@pytest.mark.skipif(not has_standalone_lowering(), reason="MakeFx + inductor needs torch 2.14+")
 @pytest.mark.parametrize("package", ["installed", "absent"])
 def test_artifact_runs_alone_without_the_cache(captured: Path, package: str) -> None:
     # Without load() nothing is frozen: the program's kernel loader hands every

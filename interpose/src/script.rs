@@ -12,8 +12,7 @@ use crate::raw::CStrArray;
 use crate::resolve::{resolve_symlinks, PATH_BUF};
 use crate::sys;
 
-/// The kernel reads this much of a script for its `#!` line (BINPRM_BUF_SIZE).
-const HEAD: usize = 256;
+use policy::script::HEAD;
 /// How many interpreters deep the kernel follows (its recursion limit).
 const MAX_DEPTH: usize = 4;
 /// Arguments ahead of the script's own at the deepest level: an interpreter
@@ -64,9 +63,8 @@ fn follow(
     }
 }
 
-/// `(interpreter, optional argument)` of the file's `#!` line, as the kernel
-/// splits it: the interpreter up to the first blank, the rest (blanks
-/// trimmed) one argument. The interpreter is copied out NUL-terminated.
+/// `(interpreter, optional argument)` of the file's `#!` line
+/// (`policy::script::shebang`), the interpreter copied out NUL-terminated.
 fn shebang<'b>(
     path: &CStr,
     head: &'b mut [u8; HEAD],
@@ -74,30 +72,9 @@ fn shebang<'b>(
 ) -> Option<(&'b CStr, Option<&'b [u8]>)> {
     let n = sys::read_head(path, &mut head[..])?;
     let head: &'b [u8] = head;
-    let line = head.get(..n)?.strip_prefix(b"#!")?;
-    let line = line.split(|&b| b == b'\n').next().unwrap_or(line);
-    let line = trim_blanks(line);
-    let end = line.iter().position(is_blank).unwrap_or(line.len());
-    let (interp, rest) = (line.get(..end)?, line.get(end..)?);
-    if interp.is_empty() || interp.contains(&0) {
-        return None;
-    }
+    let (interp, arg) = policy::script::shebang(head.get(..n)?)?;
     interp_buf.get_mut(..interp.len())?.copy_from_slice(interp);
     *interp_buf.get_mut(interp.len())? = 0;
     let interp = CStr::from_bytes_with_nul(interp_buf.get(..=interp.len())?).ok()?;
-    let arg = trim_blanks(rest);
-    Some((interp, (!arg.is_empty()).then_some(arg)))
-}
-
-fn is_blank(b: &u8) -> bool {
-    *b == b' ' || *b == b'\t'
-}
-
-fn trim_blanks(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|b| !is_blank(b)).unwrap_or(s.len());
-    let end = s
-        .iter()
-        .rposition(|b| !is_blank(b))
-        .map_or(start, |e| e + 1);
-    s.get(start..end.max(start)).unwrap_or(b"")
+    Some((interp, arg))
 }

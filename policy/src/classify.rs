@@ -152,7 +152,7 @@ fn is_wrapper(path: &[u8]) -> bool {
 
 /// The dynamic loader run as a program: `ld-linux-x86-64.so.2`, `ld-linux.so.2`,
 /// `ld64.so.2`, `ld-musl-x86_64.so.1`, `ld.so`, `ld-2.36.so`.
-fn is_loader(path: &[u8]) -> bool {
+pub fn is_loader(path: &[u8]) -> bool {
     let base = basename(path);
     let Some(tail) = base
         .strip_prefix(b"ld-")
@@ -167,7 +167,9 @@ fn is_loader(path: &[u8]) -> bool {
 /// The program a loader command line runs, past the loader's own options
 /// (glibc's rtld: those in [`compilers::LOADER_VALUE_OPTIONS`] take the next
 /// argument); `None` when it runs none (`--list`, `--verify`, `--help`, no program).
-fn loader_program<'a, I: Iterator<Item = &'a [u8]>>(rest: &mut I) -> Option<&'a [u8]> {
+/// `rest` starts after the loader's own argv[0] and is left at the program's
+/// first argument.
+pub fn loader_program<'a, I: Iterator<Item = &'a [u8]>>(rest: &mut I) -> Option<&'a [u8]> {
     loop {
         let arg = rest.next()?;
         if !arg.starts_with(b"--") {

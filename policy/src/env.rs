@@ -14,6 +14,9 @@ pub const COMPILERS: &str = "PRECOMPILE_COMPILERS";
 pub const ALLOW: &str = "PRECOMPILE_ALLOW";
 /// A tracing filter for the shim's own log lines (never emitted on the exec path).
 pub const LOG: &str = "PRECOMPILE_LOG";
+/// `1`: the container entrypoint (scripts/entrypoint) locks down and runs the
+/// command under `precompile run --lockdown --enforce`. Read by that script only.
+pub const ENFORCE: &str = "PRECOMPILE_ENFORCE";
 /// The loader's preload list; the shim re-injects itself first.
 pub const LD_PRELOAD: &str = "LD_PRELOAD";
 /// Where the shim prepends its boot directory in Python processes.
@@ -57,5 +60,6 @@ mod tests {
         assert_eq!(COMPILERS, "PRECOMPILE_COMPILERS");
         assert_eq!(ALLOW, "PRECOMPILE_ALLOW");
         assert_eq!(LOG, "PRECOMPILE_LOG");
+        assert_eq!(ENFORCE, "PRECOMPILE_ENFORCE");
     }
 }

@@ -2,8 +2,8 @@
 //! the journal record.
 //!
 //! Linked into the LD_PRELOAD shim, whose exec hooks may run in a vfork child:
-//! everything reachable from [`Rules::classify`], [`decide`], [`lockdown`] and
-//! [`journal::format_record`] must not allocate, lock, panic, read the
+//! everything reachable from [`Rules::classify`], [`decide`], [`lockdown`],
+//! [`script::shebang`] and [`journal::format_record`] must not allocate, lock, panic, read the
 //! environment or log.
 #![forbid(unsafe_code)]
 
@@ -13,6 +13,7 @@ pub mod env;
 pub mod journal;
 mod jsonbuf;
 pub mod lockdown;
+pub mod script;
 pub mod verdict;
 
 pub use classify::{Kind, Rules};

@@ -117,6 +117,9 @@ fn classify_decide_lockdown_and_format_never_allocate() {
             };
             written += format_record(&mut buf, fields);
         }
+        for head in [&b"#!  /usr/bin/as  --32 \n.text"[..], b"\x7fELF", b"#!"] {
+            std::hint::black_box(policy::script::shebang(head));
+        }
         let verdict = decide(Kind::Compile, lock, false);
         let fields = Fields {
             time: 2.0,

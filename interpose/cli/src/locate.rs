@@ -8,7 +8,8 @@ use anyhow::{bail, Context};
 pub const LIB_NAME: &str = "libprecompile.so";
 
 /// The places looked at, in order, for an executable in `exe_dir`:
-/// `<exe dir>/../lib/precompile/libprecompile.so` (the installed layout)
+/// `<exe dir>/../lib/precompile/libprecompile.so` (the installed layout: the
+/// wheel's `torch_precompile/_prefix/`)
 /// and `<exe dir>/libprecompile.so` (cargo's target/release layout).
 pub fn candidates(exe_dir: &Path) -> [PathBuf; 2] {
     [
@@ -36,7 +37,7 @@ pub fn preload_library() -> anyhow::Result<PathBuf> {
     }
     bail!(
         "cannot find {LIB_NAME}: looked for {} and {}; build it with `cargo build --release -p interpose` \
-         or install with scripts/setup",
+         or install the wheel that scripts/wheel builds",
         looked[0].display(),
         looked[1].display()
     )

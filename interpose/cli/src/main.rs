@@ -4,6 +4,7 @@
 //! anyhow chain), and exit non-zero: 2 for a usage error, 1 otherwise.
 
 mod args;
+mod enforce;
 mod inspect;
 mod journal;
 mod locate;

@@ -14,7 +14,9 @@ Prints the absolute path of libprecompile.so, the LD_PRELOAD shim:
     LD_PRELOAD=$(precompile preload-path) python train.py
 
 It is looked for at <dir of precompile>/../lib/precompile/libprecompile.so,
-then at <dir of precompile>/libprecompile.so.
+then at <dir of precompile>/libprecompile.so. Installed from the wheel, the
+`precompile` on PATH execs the CLI inside the torch_precompile package
+(torch_precompile/_prefix/bin/), so the shim printed is the package's.
 ";
 
 pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {

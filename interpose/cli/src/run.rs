@@ -1,6 +1,7 @@
-//! `precompile run [--lockdown] [--strict] [--journal PATH] -- CMD ARGS...`:
+//! `precompile run [--lockdown [--enforce]] [--strict] [--journal PATH] -- CMD ARGS...`:
 //! execs CMD with the shim preloaded and the options as environment
-//! variables. It is an exec, so CMD's exit status is ours.
+//! variables. It is an exec, so CMD's exit status is ours. With `--enforce`
+//! it stays as CMD's parent and supervisor instead (`crate::enforce`).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -12,10 +13,11 @@ use anyhow::{anyhow, Context};
 use policy::env;
 
 use crate::args::{is_help, usage};
+use crate::enforce;
 use crate::locate;
 
 const HELP: &str =
-    "usage: precompile run [--lockdown] [--strict] [--journal PATH] [--] CMD [ARGS...]
+    "usage: precompile run [--lockdown [--enforce]] [--strict] [--journal PATH] [--] CMD [ARGS...]
 
 Runs CMD with libprecompile.so preloaded (first in LD_PRELOAD, other preloads
 kept), so that CMD and every process it starts gate their compiler runs.
@@ -23,6 +25,12 @@ kept), so that CMD and every process it starts gate their compiler runs.
 options:
   --lockdown       refuse every compiler run in the tree
                    (sets TORCH_PRECOMPILE_NO_COMPILATION=1)
+  --enforce        with --lockdown: the kernel refuses compiler runs the shim
+                   cannot see (raw system calls, static programs, renamed
+                   copies of a compiler, a cleared LD_PRELOAD): a seccomp
+                   filter sends every exec of the tree to this process, which
+                   stays as CMD's parent; fails at start where the kernel
+                   lacks seccomp user notification
   --strict         under lockdown, refuse version probes (`g++ --version`) too
                    (sets PRECOMPILE_STRICT=1)
   --journal PATH   append one JSON line per compiler decision to PATH
@@ -35,6 +43,7 @@ The exit status is CMD's.
 #[derive(Debug, Default, PartialEq)]
 struct Options {
     lockdown: bool,
+    enforce: bool,
     strict: bool,
     journal: Option<OsString>,
     command: Vec<OsString>,
@@ -56,6 +65,8 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
             return Ok(Parsed::Help);
         } else if arg == "--lockdown" {
             o.lockdown = true;
+        } else if arg == "--enforce" {
+            o.enforce = true;
         } else if arg == "--strict" {
             o.strict = true;
         } else if arg == "--journal" {
@@ -77,6 +88,11 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
     if o.command.is_empty() {
         return Err(usage(
             "run: missing command (usage: precompile run [options] -- CMD [ARGS...])",
+        ));
+    }
+    if o.enforce && !o.lockdown {
+        return Err(usage(
+            "run: --enforce enforces the lockdown; give --lockdown with it",
         ));
     }
     if o.journal.as_ref().is_some_and(|j| j.is_empty()) {
@@ -140,10 +156,37 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     if o.strict {
         cmd.env(env::STRICT, "1");
     }
-    if let Some(j) = &o.journal {
-        cmd.env(env::JOURNAL, absolute(j)?);
+    let journal = o.journal.as_deref().map(absolute).transpose()?;
+    if let Some(j) = &journal {
+        cmd.env(env::JOURNAL, j);
     }
-    let err = cmd.exec();
+    if o.enforce {
+        let strict = o.strict || env::is_on(std::env::var(env::STRICT).ok().as_deref());
+        let rules = policy::Rules::from_env_values(
+            std::env::var(env::COMPILERS).ok().as_deref(),
+            std::env::var(env::ALLOW).ok().as_deref(),
+            strict,
+        );
+        // the supervisor journals where the tree does
+        let journal = match journal {
+            Some(j) => Some(j),
+            None => std::env::var_os(env::JOURNAL)
+                .filter(|j| !j.is_empty())
+                .map(|j| absolute(&j))
+                .transpose()?,
+        };
+        return match enforce::run(cmd, enforce::Settings { rules, journal })
+            .with_context(|| format!("cannot run `{}` enforced", program.to_string_lossy()))?
+        {
+            Ok(code) => Ok(code),
+            Err(err) => Ok(cannot_run(program, err)),
+        };
+    }
+    Ok(cannot_run(program, cmd.exec()))
+}
+
+/// CMD could not be started: one line, and a shell's exit status for it.
+fn cannot_run(program: &OsStr, err: std::io::Error) -> ExitCode {
     let code = if err.kind() == std::io::ErrorKind::NotFound {
         127
     } else {
@@ -153,7 +196,7 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         "precompile: {:#}",
         anyhow!(err).context(format!("cannot run `{}`", program.to_string_lossy()))
     );
-    Ok(ExitCode::from(code))
+    ExitCode::from(code)
 }
 
 #[cfg(test)]
@@ -181,9 +224,11 @@ mod tests {
             "g++",
             "--version",
         ]);
-        assert!(o.lockdown && !o.strict);
+        assert!(o.lockdown && !o.strict && !o.enforce);
         assert_eq!(o.journal.unwrap(), "j.jsonl");
         assert_eq!(o.command, os(&["g++", "--version"]));
+        let o = run_opts(&["--lockdown", "--enforce", "true"]);
+        assert!(o.lockdown && o.enforce);
         let o = run_opts(&["--strict", "--journal=x", "python3", "-c", "pass"]);
         assert!(o.strict);
         assert_eq!(o.journal.unwrap(), "x");
@@ -203,6 +248,7 @@ mod tests {
             &["--journal"],
             &["--bogus", "x"],
             &["--journal=", "x"],
+            &["--enforce", "x"],
         ] {
             let e = parse(os(bad))
                 .err()

@@ -14,6 +14,8 @@
 //! Go's runtime, io_uring), setuid/setgid programs (the loader drops
 //! LD_PRELOAD for them), and a process that clears LD_PRELOAD and then execs
 //! through one of those paths.
+//! `interpose/cli/tests/routes.rs` tries those routes for real, under the
+//! shim alone and under `precompile run --enforce`, which covers them.
 #![allow(dead_code)]
 
 use std::ffi::OsString;

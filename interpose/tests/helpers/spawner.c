@@ -8,6 +8,10 @@
  *   status=N        the started child's exit status (or system/pclose's)
  *   child-exit=N    fork/vfork child's exit status; 200+errno = exec failed
  *
+ * The syscall-* modes make the system call directly, past any exec hook
+ * (what an LD_PRELOAD shim cannot see; the enforced mode must); int80-execve
+ * goes through the 32-bit system call entry.
+ *
  * usage: spawner MODE ARGS...   (see main)
  */
 #define _GNU_SOURCE
@@ -18,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,6 +110,36 @@ static void *thread_main(void *p)
 	return NULL;
 }
 
+#if defined(__x86_64__)
+/* execve through the 32-bit entry (int 0x80), which takes 32-bit pointers:
+ * the path and argv are copied below 4 GiB first. The environment is empty.
+ * Returns the kernel's result (-errno). */
+static long int80_execve(const char *path, char **args)
+{
+	char *low = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+	if (low == MAP_FAILED)
+		return -errno;
+	unsigned int *vec = (unsigned int *)low;
+	char *p = low + 4096;
+	int n = 0;
+	for (; args[n] && n < 64; n++) {
+		size_t len = strlen(args[n]) + 1;
+		memcpy(p, args[n], len);
+		vec[n] = (unsigned int)(unsigned long)p;
+		p += len;
+	}
+	vec[n] = 0;
+	strcpy(p, path);
+	long ret;
+	__asm__ volatile("int $0x80"
+			 : "=a"(ret)
+			 : "a"(11L), "b"((unsigned long)p), "c"((unsigned long)vec), "d"(0UL)
+			 : "memory");
+	return ret;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -161,6 +197,20 @@ int main(int argc, char **argv)
 		}
 #undef DO
 		exec_failed();
+	} else if (!strcmp(mode, "syscall-execve")) {
+		syscall(SYS_execve, file, args, environ);
+		exec_failed();
+	} else if (!strcmp(mode, "syscall-execveat")) {
+		syscall(SYS_execveat, AT_FDCWD, file, args, environ, 0);
+		exec_failed();
+	} else if (!strcmp(mode, "int80-execve")) {
+#if defined(__x86_64__)
+		printf("errno=%ld\n", -int80_execve(file, args));
+		return 0;
+#else
+		fprintf(stderr, "spawner: int80-execve is x86_64 only\n");
+		return 2;
+#endif
 	} else if (!strcmp(mode, "fexecve")) {
 		int fd = open(file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)

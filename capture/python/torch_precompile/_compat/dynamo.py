@@ -1,15 +1,22 @@
-"""Dynamo's capture-side entry points.
+"""Dynamo's capture-side entry points. Versions read off PyPI's wheels
+(2.11.0, 2.12.0, 2.13.0, 2.14.1, 2.15.0); each function tests for the feature,
+not the version.
 
 - ``torch._dynamo.optimize`` takes ``recompile_limit`` and ``isolate_recompiles``
-  from 2.12 (earlier: a config patch around each call, and no isolation, so a
-  capture refuses a function this process already compiled);
-- ``PrecompileContext.take_artifact`` exists from 2.12 (earlier: the same pop on
+  from 2.13 (earlier: a config patch around each call, and no isolation, so a
+  capture refuses a function this process already compiled, and drops the cache
+  entries it made when it ends);
+- ``PrecompileContext.take_artifact`` exists from 2.15 (earlier: the same pop on
   the class's artifact dict);
-- ``CompilePackage.bypass_current_compile`` exists from 2.12 (earlier: a bypass
+- ``CompilePackage.bypass_current_compile`` exists from 2.15 (earlier: a bypass
   is not observable, so no bypassed frame is told apart);
-- ``CompilePackage.current_entry`` is public from 2.12 (earlier: ``_current_entry``).
+- ``CompilePackage.current_entry`` is public from 2.15 (earlier: ``_current_entry``);
+- the transformed bytecode reads Dynamo's profiler marker only while a profiler
+  runs from 2.15 (earlier: on every call unless ``record_runtime_overhead`` is
+  off, which a capture turns off so the served bytecode never imports Dynamo);
+- ``GuardFilterEntry.code_parts`` exists from 2.15 (earlier: ``orig_guard.code_list``,
+  read while the filter runs).
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -43,9 +50,20 @@ def optimize(fn: Callable[..., Any], backend: Any, *, package: Any, guard_filter
                 f"capture: {fn.__module__}.{fn.__qualname__} was already compiled in this "
                 f"process, and torch {torch.__version__} cannot give a capture a recompile "
                 "region of its own (its cache entries would be served instead of recorded); "
-                "capture in a fresh process, or on torch 2.12 or later"
+                "capture in a fresh process, or on torch 2.13 or later"
             )
     return torch._dynamo.optimize(backend, **kwargs)(fn)
+
+
+def release(fn: Callable[..., Any]) -> None:
+    """End a capture's hold on fn. Where optimize() could not give the capture a
+    recompile region, its cache entries sit on fn's code (there were none before:
+    optimize() refused that), and would be served to the next capture of fn in
+    this process instead of being recorded: drop them."""
+    if not _optimize_takes("isolate_recompiles"):
+        from torch._C._dynamo.eval_frame import reset_code
+
+        reset_code(fn.__code__)
 
 
 @contextlib.contextmanager
@@ -80,18 +98,21 @@ def current_entry(package: Any) -> Any:
     return package._current_entry
 
 
-def tracer_unavailable() -> str | None:
-    """Why DynamoTracer cannot capture on this torch, or None. Its guard audit reads
-    each guard's code parts from the guard filter's entries, which torch has from
-    2.15 (``GuardFilterEntry.code_parts``); earlier releases give only the source
-    and type, so the audit could not tell a risky drop from a harmless one."""
-    import dataclasses
+def code_parts(entry: Any) -> tuple[str, ...]:
+    """A guard filter entry's rendered checks. torch 2.15 snapshots them on the
+    entry; earlier releases leave them on the guard itself, where the inspection
+    build that runs just before the filter put them (a later build may rebind
+    them, so read them while the filter runs)."""
+    parts = getattr(entry, "code_parts", None)
+    if parts is None:
+        parts = getattr(entry.orig_guard, "code_list", None)
+    return tuple(parts or ())
 
-    import torch
-    import torch._dynamo.guards as guards
 
-    if "code_parts" not in {f.name for f in dataclasses.fields(guards.GuardFilterEntry)}:
-        return (f"DynamoTracer needs torch 2.15 or later (torch {torch.__version__}'s guard filter "
-                "gives no guard code parts, which the capture's guard audit reads); on this "
-                "torch capture with MakeFxTracer(), backend='eager'")
-    return None
+def bytecode_config() -> dict[str, Any]:
+    """Dynamo configuration for a capture's transformed bytecode."""
+    import torch._dynamo.codegen as codegen
+
+    if hasattr(codegen, "_pregraph_marker_enter_template"):
+        return {}
+    return {"record_runtime_overhead": False}

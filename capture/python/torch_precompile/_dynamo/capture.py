@@ -9,6 +9,7 @@ import types
 from typing import Any, Callable
 
 from .. import _artifact, _lifecycle
+from .._compat import dynamo as _compat
 from .._bases import Capture
 from .._errors import PrecompileError
 from .._progress import log, step
@@ -73,11 +74,6 @@ def check_fn(fn: Callable[..., Any]) -> None:
 class DynamoCapture(Capture):
     def __init__(self, fn: Callable[..., Any], artifact_path: str | os.PathLike[str],
                  cache_path: str | os.PathLike[str], *, tracer: DynamoTracer, backend: str) -> None:
-        from .._compat.dynamo import tracer_unavailable
-
-        why = tracer_unavailable()
-        if why is not None:
-            raise PrecompileError(f"capture: {why}")
         check_fn(fn)
         self._fn = fn
         self._fn_name = f"{fn.__module__}.{fn.__qualname__}"
@@ -127,6 +123,8 @@ class DynamoCapture(Capture):
                     self._write()
             # A block that raised writes nothing it had not saved.
         finally:
+            if self._session is not None:
+                _compat.release(self._fn)
             if self._block is not None:
                 self._block.close()
 

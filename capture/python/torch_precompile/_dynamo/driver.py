@@ -139,9 +139,12 @@ def _pc_compiled_graphs():
 
 def _pc_seed(scope, name, value):
     # A compile of this module collected later must not delete our binding
-    # (only Dynamo, if this process has imported it, installs such hooks).
+    # (only Dynamo, if this process has imported it, installs such hooks; torch
+    # before 2.14 has no disown, and its hooks delete by name).
     if "torch._dynamo.utils" in _sys.modules:
-        _sys.modules["torch._dynamo.utils"].CleanupHook.disown(scope, name)
+        disown = getattr(_sys.modules["torch._dynamo.utils"].CleanupHook, "disown", None)
+        if disown is not None:
+            disown(scope, name)
     scope[name] = value
 
 

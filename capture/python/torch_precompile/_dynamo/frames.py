@@ -15,7 +15,7 @@ from .._errors import PrecompileError
 
 # Frame kinds, as the driver and the summary read them.
 COMPILED = "compiled"    # at least one guarded variant
-PLAIN = "plain"          # never compiled, or compiled nothing and lost a guard: run as is
+PLAIN = "plain"          # never compiled, or compiled nothing (see frame_records): run as is
 BYPASSED = "bypassed"    # compiled, but nothing of it could be packaged
 UNCOVERED = "uncovered"  # entered Dynamo and ended with no guarded code
 
@@ -63,16 +63,32 @@ def _graphless(code: Any) -> bool:
     return True
 
 
+def _library_code(code: types.CodeType) -> bool:
+    """A function of the standard library or of torch itself. Dynamo compiles
+    one as a frame of its own only when an ordinary call from a graph break
+    enters it (torch 2.11 compiles ``typing.cast`` inside ``backward()``): it is
+    not the user's computation, and running it as is serves the same result."""
+    import os
+    import sysconfig
+
+    import torch
+
+    roots = (sysconfig.get_paths()["stdlib"], os.path.dirname(torch.__file__))
+    path = os.path.realpath(code.co_filename)
+    return any(path.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
 def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]],
                   graph_bypassed: set[tuple[str, str, int]] = frozenset()) -> list[dict[str, Any]]:
     """One record per code the package holds, entry first.
 
-    ``lossy`` are the frames that lost a guard to the filter: one of those that
-    compiled nothing (no graph, no continuation) is served as plain Python
-    rather than through a variant that checks less than the original would, and
-    so is one bypassed (its guards could not be serialized) whose bypassed
-    compiles produced no graph (``graph_bypassed`` are the frames one did):
-    running its original bytecode gives up nothing compiled.
+    A frame other than the entry that is not a continuation and is a function
+    of the standard library or torch (``_library_code``) is served as plain
+    Python. So is one that compiled nothing (no graph, no continuation) and
+    lost a guard to the filter (``lossy``: its variant would check less than
+    the original does) or is not itself a continuation; and one bypassed (its guards could not be serialized) whose
+    bypassed compiles produced no graph (``graph_bypassed`` are the frames one
+    did): running its original bytecode gives up nothing compiled.
     """
     from .guards import frame_key
 
@@ -80,7 +96,10 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
     for i, code in enumerate(entry.codes):
         bypassed = code.bypassed or any(b in missing for b in code.backend_ids)
         variants = [] if bypassed else [(g.guards_state, g.dynamo_code) for g in code.guarded_codes]
-        if variants and i > 0 and frame_key(code.python_code) in lossy and _graphless(code):
+        if variants and i > 0 and not code.install_to_global and _library_code(code.python_code):
+            kind, variants = PLAIN, []
+        elif (variants and i > 0 and _graphless(code)
+                and (frame_key(code.python_code) in lossy or not code.install_to_global)):
             kind, variants = PLAIN, []
         elif variants:
             kind = COMPILED

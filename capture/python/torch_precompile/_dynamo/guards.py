@@ -141,7 +141,7 @@ class Ledger:
                 # and nothing here can tell what it gave up: risky by construction.
                 why, pin = ("guard_filter_fn dropped a guard the default filter keeps", None) \
                     if by_default else _judge(e)
-            code = " ; ".join(normalize(p) for p in (e.code_parts or ()))
+            code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
             facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin))
         key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
         self.variants.setdefault(key, []).append(frozenset(facts))
@@ -281,7 +281,7 @@ def _read_fingerprint(e: Any) -> str:
     if e.guard_type in ("GRAD_MODE", "GLOBAL_STATE"):
         return f"grad={torch.is_grad_enabled()} autocast={torch.is_autocast_enabled()}"
     if not e.has_value:
-        return " ; ".join(normalize(p) for p in (e.code_parts or ()))
+        return " ; ".join(normalize(p) for p in _compat.code_parts(e))
     value = e.value
     if isinstance(value, torch.Tensor):
         return (f"{type(value).__name__} {value.dtype} {value.device} {tuple(value.shape)} "
@@ -291,7 +291,7 @@ def _read_fingerprint(e: Any) -> str:
         return f"{type(value).__module__}.{type(value).__qualname__}@{id(value)}"
     if e.guard_type in _PINNING:
         return f"{type(value).__name__}:{repr(value)[:200]}"
-    return " ; ".join(normalize(p) for p in (e.code_parts or ()))
+    return " ; ".join(normalize(p) for p in _compat.code_parts(e))
 
 
 _DICT_READS = ("DictGetItemSource", "DictSubclassGetItemSource", "GetItemSource")

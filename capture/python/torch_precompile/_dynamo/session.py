@@ -41,7 +41,9 @@ def capture_config() -> Iterator[None]:
       ``warning_once``) inside the model runs after the graph instead of breaking
       it. A break there is one Dynamo cannot resume from inside an inlined call,
       so it splits the caller into frames of its own, down to dataclass
-      ``__init__``s no artifact can name (transformers' ``loss_function`` warns).
+      ``__init__``s no artifact can name (transformers' ``loss_function`` warns);
+    - what ``_compat.bytecode_config`` names: transformed bytecode that imports
+      nothing of Dynamo's on a plain call.
     """
     import torch
     import torch._functorch.config as functorch_config
@@ -56,7 +58,8 @@ def capture_config() -> Iterator[None]:
         functorch_config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True,
                                bypass_autograd_cache_key=True),
         torch._dynamo.config.patch(allow_empty_graphs=True,
-                                   reorderable_logging_functions=_reorderable_logging()),
+                                   reorderable_logging_functions=_reorderable_logging(),
+                                   **_compat.bytecode_config()),
     ):
         yield
 

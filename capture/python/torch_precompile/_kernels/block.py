@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from .. import _lockdown, _settings
+from .._compat.inductor import clear_memory_caches
 from . import content, triton_memory
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class KernelBlock:
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value
         self._arm_journal()
-        _clear_inductor_memory_caches()
+        clear_memory_caches()
         self._triton_saved = triton_memory.set_aside()
         _install_recorder()
         return self
@@ -84,7 +85,7 @@ class KernelBlock:
                 _active.remove(self)
         # What was loaded from the block directory stays loaded; the next compile
         # outside the block must not find (and reuse paths into) our directory.
-        _clear_inductor_memory_caches()
+        clear_memory_caches()
         triton_memory.bring_back(self._triton_saved)
         self._triton_saved = []
 
@@ -126,16 +127,6 @@ class KernelBlock:
 
 def active() -> KernelBlock | None:
     return _active[0] if _active else None
-
-
-def _clear_inductor_memory_caches() -> None:
-    import sys
-
-    if "torch._inductor.codecache" not in sys.modules:
-        return
-    from torch._inductor.utils import clear_caches
-
-    clear_caches()
 
 
 _installed = False

@@ -193,6 +193,17 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                     "mark_unbacked dims cannot do: there is no storage of an unknown size. "
                     "Move that read out of fn, or drop the mark_unbacked marks"
                 ) from None
+            except AssertionError as e:
+                # torch 2.11 fails a storage read in the symbolic trace with
+                # a bare assertion of its proxy tracer rather than the error above.
+                raise PrecompileError(
+                    f"capture: the symbolic trace of mark_unbacked dims failed inside torch "
+                    f"({type(e).__name__}: {e}); on torch {torch.__version__} this is what "
+                    "happens when fn reads a tensor's storage (data_ptr(), numpy(), "
+                    ".storage() or a C++ op that needs concrete sizes), which a trace of "
+                    "unknown sizes cannot do. Move that read out of fn, or drop the "
+                    "mark_unbacked marks"
+                ) from None
         else:
             example_inputs = real_flat
             with torch.enable_grad(), _data_dependence_refused():

@@ -28,12 +28,11 @@ import posix
 import shlex
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from .. import _lockdown, _native, _settings
+from .. import _bundle, _lockdown, _native, _settings
 from .._errors import refused
 from .patch import replace
 
@@ -172,11 +171,12 @@ def _journal(path: str, exe: bytes, argv: list[bytes], cwd: Any, kind: str, allo
 
 @functools.cache
 def library() -> str | None:
-    """libprecompile.so's path, when it is built where the contracts say."""
+    """libprecompile.so's path, when it is built where the contracts say:
+    PRECOMPILE_LIB, the copy the wheel bundles in this package, cargo's."""
     repo = Path(__file__).resolve().parents[4]
     candidates = [
         _settings.get(_settings.LIB),
-        os.path.join(sys.prefix, "lib", "precompile", "libprecompile.so"),
+        _bundle.LIBRARY,
         str(repo / "target" / "release" / "libprecompile.so"),
     ]
     return next((c for c in candidates if c and os.path.isfile(c)), None)
