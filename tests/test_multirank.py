@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, read_journal
+from conftest import PACKAGE_LIB, ROOT, clean_env, read_journal, shim_path
 
 TESTS = Path(__file__).resolve().parent
-CLI = Path(sys.prefix) / "bin" / "precompile"
+# the CLI the package bundles (beside its shim), else cargo's
+CLI = next((p for p in (PACKAGE_LIB.parents[2] / "bin" / "precompile", ROOT / "target" / "release" / "precompile")
+            if p.exists()), PACKAGE_LIB.parents[2] / "bin" / "precompile")
 ENTRYPOINT = TESTS.parent / "scripts" / "entrypoint"
 TIMEOUT = 300
 
@@ -148,7 +150,7 @@ def test_zero_code_capture_and_serve_per_rank(tmp_path: Path) -> None:
     serve_dir = tmp_path / "serve"
     serve_dir.mkdir()
     journal = tmp_path / "serve.jsonl"
-    env = dict(cold(serve_dir), PRECOMPILE_LIB=str(CLI.parent.parent / "lib" / "precompile" / "libprecompile.so"),
+    env = dict(cold(serve_dir), PRECOMPILE_LIB=str(shim_path()),
                PRECOMPILE_SERVE=f"dist_models:step_ar={tmp_path}/ar.{{rank}}.py,{tmp_path}/ar.{{rank}}.cache",
                PRECOMPILE_STRICT="1", PRECOMPILE_JOURNAL=str(journal))
     p, results = torchrun(serve_dir, 2, "unmodified", env=env, cli=[str(ENTRYPOINT)])
