@@ -33,9 +33,13 @@ def env_for(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def torchrun(tmp: Path, nproc: int, verb: str, *args: str, cli: list[str] | None = None,
-             env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           str(TESTS / "dist_jobs.py"), verb, *args]
+             env: dict[str, str] | None = None, script: bool = False) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """``python -m torch.distributed.run``, or (``script``) the ``torchrun`` console
+    script itself where the venv has one (a ``#!`` exec under the shim)."""
+    launcher = [sys.executable, "-m", "torch.distributed.run"]
+    if script and (Path(sys.executable).parent / "torchrun").exists():
+        launcher = [str(Path(sys.executable).parent / "torchrun")]
+    cmd = [*launcher, "--standalone", f"--nproc-per-node={nproc}", str(TESTS / "dist_jobs.py"), verb, *args]
     p = subprocess.run([*(cli or []), *cmd], env=env or env_for(tmp), cwd=tmp, capture_output=True,
                        text=True, timeout=TIMEOUT)
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in p.stdout.splitlines() if "RESULT " in line]
@@ -85,7 +89,7 @@ def test_capture_writes_checked_process_group_recipes(pairs: Path) -> None:
 @pytest.mark.slow
 def test_fresh_two_rank_job_serves_locked_down(pairs: Path, tmp_path: Path) -> None:
     journal = tmp_path / "j.jsonl"
-    p, results = torchrun(tmp_path, 2, "serve", str(pairs), env=cold(tmp_path),
+    p, results = torchrun(tmp_path, 2, "serve", str(pairs), env=cold(tmp_path), script=True,
                           cli=[str(CLI), "run", "--lockdown", "--strict", "--journal", str(journal), "--"])
     assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
     for r in results:
