@@ -7,6 +7,10 @@ it, the pair is checkpointed with ``save()`` after each call that captured
 something, and written at interpreter exit. Capture mode never breaks the job: if
 capturing fails, the call runs as it would have and capture stops.
 
+In a torchrun worker, ``{rank}`` in any of these paths is the worker's rank
+(``M.{rank}.py``): each rank writes and serves its own pair. A capture path
+without it in a job of more than one rank is refused (the ranks would race).
+
 ``PRECOMPILE_SERVE=pkg.mod:fn=M.py,M.cache[;...]`` replaces ``fn`` with the loaded
 artifact when ``pkg.mod`` is imported. Serve mode fails loudly: an unloadable pair
 makes every call raise PrecompileError saying why.
@@ -50,6 +54,28 @@ def _resolve(module: Any, path: list[str]) -> tuple[Any, str, Any]:
     return owner, name, getattr(owner, name)
 
 
+class NotAWorker(ValueError):
+    """``{rank}`` in a path, in a process torchrun did not start."""
+
+
+def per_rank(var: str, path: str, *, shared_ok: bool) -> str:
+    """``{rank}`` in a path is this torchrun worker's rank (``RANK``). Without it,
+    in a job of more than one rank every rank would use the one path: refused
+    for paths a rank writes (``shared_ok=False``); a pair every rank reads is
+    fine (the artifact checks the rank where its graph depends on it)."""
+    rank = os.environ.get("RANK", "")
+    if "{rank}" in path:
+        if not rank.isdigit():
+            raise NotAWorker(f"{var}={path!r} names {{rank}}, but RANK is not set: this is not "
+                             "a torchrun worker")
+        return path.replace("{rank}", rank)
+    world = os.environ.get("WORLD_SIZE", "")
+    if not shared_ok and world.isdigit() and int(world) > 1:
+        raise ValueError(f"{var}={path!r}: in a job of WORLD_SIZE={world} every rank would write "
+                         "this one path; put {rank} in it (m.{rank}.py); nothing will be captured")
+    return path
+
+
 def arm() -> None:
     capture_spec = _settings.get(_settings.CAPTURE)
     serve_spec = _settings.get(_settings.SERVE)
@@ -79,11 +105,21 @@ class _EnvCapture:
         self.failed: str | None = None
         self.imported = False
         self.reported = False  # a problem already said on stderr: say nothing more
+        self.saved = 0  # captured calls the last checkpoint holds
+        self.unresolved: str | None = None  # {rank} in a path outside a torchrun worker
 
     def check_config(self) -> str | None:
         if not self.artifact or not self.cache:
             return (f"PRECOMPILE_CAPTURE={self.spec!r} needs PRECOMPILE_ARTIFACT and "
                     "PRECOMPILE_CACHE (the two output paths); nothing will be captured")
+        try:
+            self.artifact = per_rank("PRECOMPILE_ARTIFACT", self.artifact, shared_ok=False)
+            self.cache = per_rank("PRECOMPILE_CACHE", self.cache, shared_ok=False)
+        except NotAWorker as e:
+            # said only if this process imports the module: torchrun's agent has no rank
+            self.unresolved = str(e)
+        except ValueError as e:
+            return str(e)
         if self.tracer_name not in ("dynamo", "make_fx"):
             return f"PRECOMPILE_TRACER={self.tracer_name!r}: use 'dynamo' or 'make_fx'; nothing will be captured"
         if self.backend not in ("inductor", "eager"):
@@ -92,6 +128,10 @@ class _EnvCapture:
 
     def wrap(self, module: Any) -> None:
         self.imported = True
+        if self.unresolved is not None:
+            _say(f"{self.unresolved}; nothing will be captured")
+            self.reported = True
+            return
         try:
             owner, name, fn = _resolve(module, self.path)
         except AttributeError:
@@ -140,6 +180,7 @@ class _EnvCapture:
         self.captured += 1
         try:
             self.cap.save()  # checkpoint: a job killed later still leaves a loadable pair
+            self.saved = self.captured
         except Exception as e:
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: checkpoint after call {self.calls} not "
                  f"written ({str(e).splitlines()[0]})")
@@ -168,7 +209,13 @@ class _EnvCapture:
             return
         try:
             summary = self.cap.summary()
-            self.cap.__exit__(None, None, None)
+            if self.saved == self.captured:
+                # The last checkpoint holds every captured call: writing again would
+                # redo it after the job tore down what the guards read (a destroyed
+                # process group), so the block closes without a write.
+                self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
+            else:
+                self.cap.__exit__(None, None, None)
         except Exception as e:
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: writing {self.artifact} failed: "
                  f"{str(e).splitlines()[0]}; the last checkpoint (if any) is kept")
@@ -235,6 +282,8 @@ def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str
     try:
         import torch_precompile as tp
 
+        code = per_rank("PRECOMPILE_SERVE", code, shared_ok=True)
+        cache = per_rank("PRECOMPILE_SERVE", cache, shared_ok=True)
         runnable = tp.load(code, cache)
     except Exception as e:
         message = (f"PRECOMPILE_SERVE: {module_name}:{'.'.join(path)} could not be loaded from "

@@ -175,27 +175,94 @@ def _pc_make(recipe, what):
 
 def _pc_pins(frame, scope):
     """The frame's pinned bindings: dropped identity guards the artifact checks by
-    name (a registry entry must still hold the function it held at capture).
-    Returns None or a callable that raises naming the first binding that moved."""
+    name (a registry entry must still hold the function it held at capture), by
+    the process group's shape (backend, world size, rank: the group itself is made
+    anew in every job) or by a config slot's value. Returns None or a callable
+    that raises naming the first binding that moved."""
     pins = frame.get("pins") or []
     if not pins:
         return None
     import builtins as _builtins
 
-    want = [_pc_make(recipe, f"the binding {expr}") for expr, recipe in pins]
-    reads = [eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
-             for expr, _recipe in pins]
+    checks = []
+    for expr, recipe in pins:
+        if recipe[0] == "process_group":
+            checks.append(_pc_group_check(frame, expr, recipe))
+            continue
+        if recipe[0] == "config":
+            checks.append(_pc_config_check(frame, recipe))
+            continue
+        read = eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
+        checks.append(_pc_identity_check(frame, expr, read, recipe))
 
     def check(f_locals):
-        for read, obj, (expr, recipe) in zip(reads, want, pins):
-            try:
-                ok = read(scope, f_locals) is obj
-            except Exception:  # noqa: BLE001 - a binding that is gone has moved
-                ok = False
-            if not ok:
-                _pc_fail(f"{expr} no longer holds {'.'.join(recipe[1:])}, the object the "
-                         f"capture compiled {frame['name']!r} against (a registration or "
-                         "setting changed it); capture again with this configuration")
+        for one in checks:
+            one(scope, f_locals)
+    return check
+
+
+def _pc_identity_check(frame, expr, read, recipe):
+    obj = _pc_make(recipe, f"the binding {expr}")
+
+    def check(scope, f_locals):
+        try:
+            ok = read(scope, f_locals) is obj
+        except Exception:  # noqa: BLE001 - a binding that is gone has moved
+            ok = False
+        if not ok:
+            _pc_fail(f"{expr} no longer holds {'.'.join(recipe[1:])}, the object the "
+                     f"capture compiled {frame['name']!r} against (a registration or "
+                     "setting changed it); capture again with this configuration")
+    return check
+
+
+def _pc_group_check(frame, expr, recipe):
+    """The group the frame reads must have the captured backend, world size and
+    rank: Dynamo baked them into the graph. Checked once per group object."""
+    import builtins as _builtins
+
+    _kind, backend, size, rank = recipe
+    if expr == "<default process group>":
+        expr = "the default process group"
+
+        def read(_scope, _f_locals):
+            return _torch.distributed.distributed_c10d.GroupMember.WORLD
+    else:
+        read = eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
+    verified = []
+
+    def check(scope, f_locals):
+        try:
+            group = read(scope, f_locals)
+        except Exception:  # noqa: BLE001 - a group that cannot be read is missing
+            group = None
+        if verified and verified[0] is group:
+            return
+        captured = f"backend {backend}, world size {size}, rank {rank}"
+        if group is None or not _torch.distributed.is_initialized():
+            _pc_fail(f"{frame['name']!r} was captured in a torch.distributed job ({captured}) "
+                     f"and reads the process group {expr}, but this process has none: call "
+                     "torch.distributed.init_process_group() first (torchrun) in a job of that shape")
+        here = (str(_torch.distributed.get_backend(group)), group.size(), group.rank())
+        for field, want, got in zip(("backend", "world size", "rank"), (backend, size, rank), here):
+            if want != got:
+                _pc_fail(f"process group mismatch: {expr} has {field} {got}, the capture's had "
+                         f"{want} ({captured}); Dynamo baked the group into the graph of "
+                         f"{frame['name']!r}. Serve each rank its own pair (m.{{rank}}.py) in a job of the "
+                         "captured shape, or capture again in this one")
+        verified[:] = [group]
+    return check
+
+
+def _pc_config_check(frame, recipe):
+    _kind, module, key, want = recipe
+    config = _pc_make(("module", module), f"the config module {module}")
+
+    def check(_scope, _f_locals):
+        got = getattr(config, key)
+        if got != want:
+            _pc_fail(f"{module}.{key} is {got!r}, the capture of {frame['name']!r} ran with "
+                     f"{want!r}; set it back or capture again with this setting")
     return check
 
 

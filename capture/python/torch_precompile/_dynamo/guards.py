@@ -65,9 +65,13 @@ def default_filter(entries: Sequence[Any]) -> list[bool]:
     (``CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES``), directly
     or through a type the guard derives. The pre-filter build promotes the
     pytree registry's DICT_KEYS_MATCH to DICT_VERSION while the saving build
-    does not, so that derived DICT_VERSION is ignored.
+    does not, so that derived DICT_VERSION is ignored. Guards on what a checked
+    config slot's user override holds are dropped too: that tells which
+    compiles ran in the process, and the artifact checks the slot's value.
     """
     from torch._dynamo.guards import CheckFunctionManager
+
+    from .process_groups import overridden_slot
 
     refused = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
     keep = []
@@ -75,8 +79,9 @@ def default_filter(entries: Sequence[Any]) -> list[bool]:
         derived = tuple(e.derived_guard_types or ())
         if e.guard_type == "DICT_KEYS_MATCH":
             derived = tuple(d for d in derived if d != "DICT_VERSION")
-        keep.append(e.guard_type in _ACCEPTED_BY_TYPE
-                    or (e.guard_type not in refused and not any(d in refused for d in derived)))
+        keep.append((e.guard_type in _ACCEPTED_BY_TYPE
+                     or (e.guard_type not in refused and not any(d in refused for d in derived)))
+                    and overridden_slot(e.name) is None)  # checked by value (process_groups)
     return keep
 
 
@@ -248,7 +253,12 @@ class Ledger:
 
 def _judge(e: Any) -> tuple[str, Any]:
     """(why risky or "", pin) for a guard the default filter drops."""
+    from . import process_groups
+
     try:
+        checked = process_groups.judge(e)  # a process group or distributed config slot
+        if checked is not None:
+            return checked
         why = risk(e)
         return (why, pin_of(e)) if why else ("", None)
     except Exception as err:  # noqa: BLE001 - a source that refuses to be read: fail closed

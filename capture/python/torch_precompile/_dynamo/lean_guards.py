@@ -283,7 +283,8 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
             if id(out) in var:
                 continue
             parent = var[id(owner)]
-            a = list(args) + [kwargs[k] for k in ("key", "attr", "idx", "index", "f_globals", "global_name") if k in kwargs]
+            a = list(args) + [kwargs[k] for k in ("key", "attr", "idx", "index", "f_globals", "global_name",
+                                                  "python_lambda") if k in kwargs]
             held = _dynamo_module_read(method, id(owner) in frame_globals, a, scope, folded.get(id(owner)))
             if held is not None and _is_heavy(held):
                 folded[id(out)] = held  # not read at serve time: what is read off it is a constant
@@ -504,7 +505,22 @@ def _access(method: str, parent: str, a: list[Any], scope: dict[str, Any], const
         return f"_pc_nth_key({parent}, {int(a[0])})"
     if method == "get_value_manager":
         return f"_pc_nth_value({parent}, {int(a[0])})"
+    if method == "lambda_manager":
+        return _context_var_get(parent, a[0], consts)
     raise NotLean(f"a guard accessor {method}")
+
+
+def _context_var_get(parent: str, fn: Any, consts: Consts) -> str:
+    """The one lambda accessor with a source form: Dynamo's ContextVarGetSource,
+    ``lambda x: x.get()`` or ``lambda x, d=default: x.get(d)`` (a config entry's
+    user override, e.g. ``compile_on_one_rank``)."""
+    code = getattr(fn, "__code__", None)
+    if code is not None and code.co_names == ("get",) and not code.co_freevars:
+        if code.co_argcount == 1:
+            return f"{parent}.get()"
+        if code.co_argcount == 2 and len(fn.__defaults__ or ()) == 1:
+            return f"{parent}.get({_literal(fn.__defaults__[0], consts, 'a context variable default')})"
+    raise NotLean(f"a guard accessor lambda_manager ({getattr(fn, '__qualname__', fn)!r})")
 
 
 def _module_of_globals(f_globals: dict[str, Any]) -> Any:
@@ -521,6 +537,9 @@ def _leaf(method: str, v: str, args: tuple[Any, ...], consts: Consts) -> str:
 
     if method == "add_type_match_guard":
         return f"type({v}) is {consts.obj(_deref(args[0]), 'a guarded type')}"
+    if method == "add_fake_script_type_match_guard":
+        # a type match that unwraps a FakeScriptObject, which only exists while tracing
+        return f"type({v}) is {consts.obj(_deref(args[1]), 'a guarded opaque type')}"
     if method == "add_id_match_guard":
         obj = _deref(args[0])
         if obj is None or obj is True or obj is False or obj is Ellipsis:

@@ -173,6 +173,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
            ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary, dict[tuple[str, str], str]]:
     """(python_code, cache entries, summary, why each risky slot is risky) for
     everything the session captured."""
+    from .process_groups import describe
     from .summary import risky_reasons, summarize
 
     entry = session.package.cache_entry()
@@ -186,7 +187,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         r["pins"] = session.ledger.pins(r["key"]) if r["kind"] == _frames.COMPILED else []
     meta = metadata(session, records, summary, mode, fn_name)
     meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
-    meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, ".".join(rc[1:])) for r in records
+    meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, describe(rc)) for r in records
                                                         for expr, rc in r["pins"]})]
     lean, why = None, None
     if mode == "standalone":

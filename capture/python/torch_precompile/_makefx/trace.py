@@ -212,6 +212,7 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
     finally:
         _restore_grads(real_flat, saved_grads, accumulate=not dynamic)
     _refuse_constants(gm, fn, args)
+    _refuse_script_objects(gm)
     if backend == "eager":
         _refuse_subgraphs(gm)
     result = state["result"]
@@ -307,6 +308,24 @@ def _refuse_subgraphs(gm: torch.fx.GraphModule) -> None:
                 f"({node.target}), which the eager backend's source program does not carry; "
                 "capture with backend='inductor' (the default), or express the branch with "
                 "torch.where"
+            )
+
+
+def _refuse_script_objects(gm: torch.fx.GraphModule) -> None:
+    """A collective traced by make_fx (``c10d.allreduce_``) takes the live process
+    group and reduce op as graph attributes, which a serving process cannot get
+    back from the artifact (a group is made anew in every job)."""
+    for node in gm.graph.nodes:
+        held = getattr(gm, node.target, None) if node.op == "get_attr" else None
+        if isinstance(held, torch._C.ScriptObject) or type(held).__name__ in ("ProcessGroup", "ReduceOp"):
+            user = next(iter(node.users), None)
+            op = getattr(user, "target", None) if user is not None else None
+            raise PrecompileError(
+                f"capture: the graph passes a {type(held).__module__}.{type(held).__qualname__} "
+                f"({node.target}) to {op}: a process group (or another live C++ object) the "
+                "artifact cannot re-create in a serving job; capture a step with collectives "
+                "with DynamoTracer (the default), which checks the group's backend, world "
+                "size and rank instead"
             )
 
 

@@ -1,0 +1,149 @@
+"""The worker scripts the 2-rank torchrun tests start (test_multirank.py):
+``python -m torch.distributed.run ... dist_jobs.py VERB DIR``. Each rank prints
+one ``RESULT <json>`` line the test reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+
+import dist_models as dm
+
+
+def pair(out: str, name: str, rank: int) -> tuple[str, str]:
+    return os.path.join(out, f"{name}.{rank}.py"), os.path.join(out, f"{name}.{rank}.cache")
+
+
+def report(**fields: object) -> None:
+    # one write under PIPE_BUF: the ranks share the pipe and must not interleave
+    sys.stdout.flush()
+    os.write(1, ("RESULT " + json.dumps(fields) + "\n").encode())
+
+
+def capture(out: str) -> None:
+    import torch_precompile as precompile
+
+    rank = dist.get_rank()
+    model, x = dm.make(rank)
+    got = {}
+    for name, backend in (("step_ar", "inductor"), ("step_rank", "eager")):
+        fn = getattr(dm, name)
+        code, cache = pair(out, name, rank)
+        with precompile.capture(fn, artifact_path=code, cache_path=cache, backend=backend) as cap:
+            y = cap(model, x)
+        got[name] = torch.allclose(y, fn(model, x), atol=1e-5)
+    makefx = None
+    try:  # make_fx takes the live group into the graph: refused at capture
+        code, cache = pair(out, "makefx", rank)
+        with precompile.capture(dm.step_ar, artifact_path=code, cache_path=cache, backend="eager",
+                                tracer=precompile.MakeFxTracer()) as cap:
+            cap(model, x)
+    except precompile.PrecompileError as e:
+        makefx = str(e)
+    installed = None
+    try:  # an installed artifact checks no pins: the process group stays a risky drop
+        code, cache = pair(out, "installed", rank)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the early notice of the refusal
+            with precompile.capture(dm.step_plain, artifact_path=code, cache_path=cache,
+                                    backend="eager") as cap:
+                cap(dm.Wrapper(), x)
+    except precompile.PrecompileError as e:
+        installed = str(e)
+    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx, installed=installed)
+
+
+def serve(out: str) -> None:
+    import torch_precompile as precompile
+
+    rank = dist.get_rank()
+    model, x = dm.make(rank)
+    fns = {name: precompile.load(*pair(out, name, rank)) for name in ("step_ar", "step_rank")}
+    lean = "torch._dynamo" not in sys.modules  # loaded without Dynamo (DYNAMO_FREE)
+    served = {name: f(model, x) for name, f in fns.items()}
+    eager = {name: getattr(dm, name)(model, x) for name in fns}
+    refusals = {}
+    # another rank's pair of a rank-baking step: refused, naming the rank
+    other = precompile.load(*pair(out, "step_rank", 1 - rank))
+    try:
+        other(model, x)
+    except precompile.PrecompileError as e:
+        refusals["other_rank"] = str(e)
+    # compile_on_one_rank flipped after capture: refused, naming the slot
+    torch.compiler.config.compile_on_one_rank = True
+    try:
+        fns["step_ar"](model, x)
+    except precompile.PrecompileError as e:
+        refusals["config"] = str(e)
+    finally:
+        torch.compiler.config.compile_on_one_rank = False
+    report(rank=rank, pid=os.getpid(), lean=lean,
+           close={n: torch.allclose(served[n], eager[n], atol=1e-5) for n in fns},
+           equal={n: torch.equal(served[n], eager[n]) for n in fns},
+           sums={n: served[n].sum().item() for n in fns}, refusals=refusals)
+
+
+def serve_wrong_world(out: str) -> None:
+    """Rank 0's pair in a job of another shape."""
+    import torch_precompile as precompile
+
+    model, x = dm.make(0)
+    f = precompile.load(*pair(out, "step_ar", 0))
+    errors = []
+    if not dist.is_initialized():
+        try:  # no process group at all
+            f(model, x)
+        except precompile.PrecompileError as e:
+            errors.append(str(e))
+        dist.init_process_group("gloo")
+    try:
+        f(model, x)
+    except precompile.PrecompileError as e:
+        errors.append(str(e))
+    report(rank=dist.get_rank(), world=dist.get_world_size(), errors=errors)
+
+
+def unmodified() -> None:
+    """A job that knows nothing of precompile: it calls dist_models.step_ar, which
+    PRECOMPILE_CAPTURE / PRECOMPILE_SERVE may have replaced at import."""
+    rank = dist.get_rank()
+    model, x = dm.make(rank)
+    served = getattr(dm.step_ar, "installed", None) is False  # a loaded runnable
+    ys = [dm.step_ar(model, x) for _ in range(2)]
+    want = model(x)  # the step by hand, eagerly
+    dist.all_reduce(want)
+    want = want / dist.get_world_size()
+    report(rank=rank, served=served, lean="torch._dynamo" not in sys.modules,
+           close=all(torch.allclose(y, want, atol=1e-5) for y in ys))
+
+
+def probe() -> None:
+    """One compiler version probe per rank: refused under --strict, journaled."""
+    try:
+        rc = subprocess.run(["g++", "--version"], capture_output=True).returncode
+    except PermissionError:  # the shim refused the exec
+        rc = "EPERM"
+    report(rank=dist.get_rank(), pid=os.getpid(), ppid=os.getppid(), rc=rc)
+
+
+def main() -> None:
+    verb = sys.argv[1]
+    if verb != "serve_wrong_world":
+        dist.init_process_group("gloo")
+    if verb in ("probe", "unmodified"):
+        globals()[verb]()
+    else:
+        globals()[verb](sys.argv[2])
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

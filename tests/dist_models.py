@@ -1,0 +1,64 @@
+"""Tiny steps with collectives inside, for the 2-rank torchrun tests
+(test_multirank.py); module-level so a serving job can import them."""
+
+import torch
+import torch.distributed as dist
+
+
+class MLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def make(rank: int) -> tuple[MLP, torch.Tensor]:
+    """The same weights on every rank, a different input per rank (so the
+    all_reduce has something to do)."""
+    torch.manual_seed(0)
+    model = MLP()
+    return model, torch.randn(3, 8) + rank
+
+
+def step_ar(model: MLP, x: torch.Tensor) -> torch.Tensor:
+    """The mean of every rank's output: Dynamo bakes the world size into the graph."""
+    y = model(x)
+    dist.all_reduce(y)
+    return y / dist.get_world_size()
+
+
+def step_rank(model: MLP, x: torch.Tensor) -> torch.Tensor:
+    """Weighted by rank: Dynamo bakes this process's rank into the graph."""
+    y = model(x) * (dist.get_rank() + 1)
+    dist.all_reduce(y)
+    return y
+
+
+class Breaking(torch.nn.Module):
+    """A graph break inside a child module's forward: the artifact is installed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        torch._dynamo.graph_break()
+        dist.all_reduce(y)
+        return y
+
+
+class Wrapper(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Breaking()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) * 2
+
+
+def step_plain(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)
