@@ -296,13 +296,18 @@ def _data_dependence_refused() -> Any:
         ) from None
 
 
+def _first_user_op(node: torch.fx.Node) -> Any:
+    """The op of the first node that uses ``node``, for a refusal to name."""
+    user = next(iter(node.users), None)
+    return getattr(user, "target", None) if user is not None else None
+
+
 def _refuse_subgraphs(gm: torch.fx.GraphModule) -> None:
     """torch.cond, while_loop, map and the like carry their bodies as child graph
     modules, which the eager backend's readable source does not hold."""
     for node in gm.graph.nodes:
         if node.op == "get_attr" and isinstance(getattr(gm, node.target, None), torch.fx.GraphModule):
-            user = next(iter(node.users), None)
-            op = getattr(user, "target", None) if user is not None else None
+            op = _first_user_op(node)
             raise PrecompileError(
                 f"capture: the graph calls {getattr(op, '__name__', op)} with a subgraph "
                 f"({node.target}), which the eager backend's source program does not carry; "
@@ -318,8 +323,7 @@ def _refuse_script_objects(gm: torch.fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         held = getattr(gm, node.target, None) if node.op == "get_attr" else None
         if isinstance(held, torch._C.ScriptObject) or type(held).__name__ in ("ProcessGroup", "ReduceOp"):
-            user = next(iter(node.users), None)
-            op = getattr(user, "target", None) if user is not None else None
+            op = _first_user_op(node)
             raise PrecompileError(
                 f"capture: the graph passes a {type(held).__module__}.{type(held).__qualname__} "
                 f"({node.target}) to {op}: a process group (or another live C++ object) the "
