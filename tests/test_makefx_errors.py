@@ -184,6 +184,15 @@ def test_generated_checks_accept_what_the_tables_accept(pair, mlp):
     with pytest.raises(tp.PrecompileError, match="torch.float64 on cpu; the capture had"):
         f(copy.deepcopy(m).double(), x)
     assert f._forward.__globals__["_pc_state_fast"]((m, x)) is not None, "the generated check refused the captured model"
+    # The C++ guard built from an accepted call is only a shortcut: a parameter
+    # resized in place after it was built still reaches the tables' refusal.
+    assert f._forward.__globals__["_pc_state_guard"][0] is not None, "no C++ state guard was built"
+    torch.testing.assert_close(f(m, x), want)
+    resized = copy.deepcopy(m)
+    name, p = next(iter(resized.named_parameters()))
+    p.data = torch.zeros(p.shape[0] + 1, *p.shape[1:])
+    with pytest.raises(tp.PrecompileError, match=f"{name}.*the capture had"):
+        f(resized, x)
 
 
 def test_constant_leaf_is_specialized(tmp_path, mlp):

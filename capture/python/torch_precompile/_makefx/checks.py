@@ -69,13 +69,14 @@ def _state(t: Traced, params: list[Any], buffers: list[Any], state_names: dict[i
                 child = f"m{len(where)}"
                 where[(pos, (*path, key))] = child
                 lines.append(f"        {child} = {var}._modules[{key!r}]")
-    tensors, checks = [], []
+    tensors, checks, shapes = [], [], []
     rows = [(tuple(r), "_parameters") for r in params] + [(tuple(r), "_buffers") for r in buffers]
     for (pos, name, shape, dtype, device), table in rows:
         *path, key = name.split(".")
         var = f"t{len(tensors)}"
         lines.append(f"        {var} = {where[(pos, tuple(path))]}.{table}[{key!r}]")
         tensors.append(var)
+        shapes.append(list(shape))
         checks += [f"{var} is not None"] + _meta(var, shape, dtype, device, consts)
     # Every other key: a name the capture saw (a tied parameter's second name) must
     # still hold a tensor, and a None entry (named_* skip it) must still be None.
@@ -94,10 +95,35 @@ def _state(t: Traced, params: list[Any], buffers: list[Any], state_names: dict[i
     if lines[-1] == "    try:":
         lines.append("        pass  # fn takes no model")
     lines += ["    except (AttributeError, KeyError, IndexError, TypeError):", "        return None"]
+    listed = f"[{', '.join(tensors)}]"
+    if tensors:
+        # One C++ check of every tensor, built from the last call the checks below
+        # accepted (so it takes that call's requires_grad and tensor types as given)
+        lines.append("    guard = _pc_state_guard[0]")
+        lines.append(f"    if guard is not None and guard.check({', '.join(tensors)}): return {listed}")
     for i in range(0, len(checks), 4):
         lines.append(f"    if not ({' and '.join(checks[i:i + 4])}): return None")
-    lines.append(f"    return [{', '.join(tensors)}]")
+    if tensors:
+        lines.append(f"    _pc_state_guard[0] = _pc_tensor_guard({listed}, {shapes!r})")
+    lines.append(f"    return {listed}")
     return lines
+
+
+_GUARD_HELPER = '''
+_pc_state_guard = [None]
+
+
+def _pc_tensor_guard(tensors, sizes):
+    """One torch._C TensorGuards over these tensors: dtype, device, type,
+    requires_grad, dispatch keys and the captured sizes (None: any), not strides.
+    None where this torch cannot build one; the generated checks then run."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+        return TensorGuards(*tensors, dynamic_dims_sizes=sizes,
+                            dynamic_dims_strides=[[None] * len(s) for s in sizes])
+    except Exception:  # noqa: BLE001 - the generated checks still decide every call
+        return None
+'''
 
 
 def _literal(value: Any) -> str | None:
@@ -152,4 +178,4 @@ def source(t: Traced, backend: str, params: list[Any], buffers: list[Any],
     consts = _Consts()
     state = _state(t, params, buffers, state_names, consts)
     leaves = _leaves(t, backend, consts)
-    return "\n".join(["import torch as _torch", *consts.lines, "", "", *state, "", "", *leaves, ""]) + "\n"
+    return "\n".join(["import torch as _torch", *consts.lines, _GUARD_HELPER, "", *state, "", "", *leaves, ""]) + "\n"

@@ -211,6 +211,11 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                              tracing_mode="real")(*real_flat)
     finally:
         _restore_grads(real_flat, saved_grads, accumulate=not dynamic)
+    # make_fx keeps values nothing reads (aliases of views, unused halves of
+    # multi-output ops); every one would be an op call on each served call. FX keeps
+    # mutating, effectful and random ops, so eager's side effects and RNG draws stay.
+    if gm.graph.eliminate_dead_code():
+        gm.recompile()
     _refuse_constants(gm, fn, args)
     _refuse_script_objects(gm)
     if backend == "eager":
