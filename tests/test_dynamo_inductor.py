@@ -85,3 +85,38 @@ def test_inductor_artifacts_serve_in_a_fresh_process_without_compiling(captured)
     r = run_python(SERVE.format(tests=str(TESTS), out=str(out))).check()
     assert "NOT GATED" not in r.stdout
     assert "served" in r.stdout
+
+
+IMPORTS = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+if {serve!r}:
+    import torch_precompile as tp, dyn_models as dm
+    h = tp.load({out!r} + "/parent.py", {out!r} + "/parent.cache")
+    x = torch.randn(2, 8)
+    p = dm.Parent()
+    torch.testing.assert_close(h(p, x), dm.step(p, x), atol=1e-4, rtol=1e-4)
+else:
+    import torch._dynamo
+print("LOADED", sorted(m for m in sys.modules
+                       if m.startswith(("torch._inductor", "torch._functorch._aot_autograd"))))
+"""
+
+
+def test_installed_inductor_artifact_imports_nothing_beyond_dynamo(captured) -> None:
+    """An installed artifact needs Dynamo's frame evaluator, and `import torch._dynamo`
+    itself loads part of Inductor and AOTAutograd; serving its frozen kernels
+    loads none of the rest (no codecache, graph loader or AOTAutograd runtime)."""
+    import ast
+
+    out, _ = captured
+
+    def loaded(serve: bool) -> set[str]:
+        r = run_python(IMPORTS.format(tests=str(TESTS), out=str(out), serve=serve)).check()
+        line = next(s for s in r.stdout.splitlines() if s.startswith("LOADED "))
+        return set(ast.literal_eval(line[len("LOADED "):]))
+
+    dynamo, served = loaded(False), loaded(True)
+    assert "torch._inductor.codecache" not in served
+    assert served - dynamo == set(), sorted(served - dynamo)
