@@ -112,8 +112,9 @@ def test_job_of_another_world_size_is_refused(pairs: Path, tmp_path: Path) -> No
     assert "process group mismatch" in wrong and "world size 1, the capture's had 2" in wrong, wrong
 
 
-def test_journal_names_each_rank_by_pid(tmp_path: Path) -> None:
-    """Every worker's refused probe lands in the one journal with its pid/ppid."""
+def test_journal_names_each_rank(tmp_path: Path) -> None:
+    """Every worker's refused probe lands in the one journal with its pid/ppid and
+    rank, and ``precompile journal`` says which rank tried what."""
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     journal = tmp_path / "j.jsonl"
@@ -128,6 +129,16 @@ def test_journal_names_each_rank_by_pid(tmp_path: Path) -> None:
     assert {r["pid"] if r["pid"] in workers else r["ppid"] for r in records} == workers, (records, results)
     agent = {r["ppid"] for r in results}
     assert len(agent) == 1, results  # both workers are children of the one torchrun agent
+    assert sorted(r["rank"] for r in records) == [0, 1], records
+    by_pid = {r["pid"]: r["rank"] for r in results}
+    for rec in records:  # each record carries the rank of the worker it came from
+        assert by_pid.get(rec["pid"], by_pid.get(rec["ppid"])) == rec["rank"], (records, results)
+    text = subprocess.run([str(CLI), "journal", str(journal)], capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    for rec in records:
+        assert f"pid {rec['pid']} ppid {rec['ppid']} rank {rec['rank']}: " in text.stdout, text.stdout
+    assert "    rank 0          refused 1\n" in text.stdout and "    rank 1          refused 1\n" in text.stdout, \
+        text.stdout
 
 
 @pytest.mark.slow
