@@ -32,7 +32,7 @@ def capture(out: str) -> None:
     rank = dist.get_rank()
     model, x = dm.make(rank)
     got = {}
-    for name, backend in (("step_ar", "inductor"), ("step_rank", "eager")):
+    for name, backend in (("step_ar", "inductor"), ("step_rank", "eager"), ("step_env", "eager")):
         fn = getattr(dm, name)
         code, cache = pair(out, name, rank)
         with precompile.capture(fn, artifact_path=code, cache_path=cache, backend=backend) as cap:
@@ -68,6 +68,8 @@ def serve(out: str) -> None:
     lean = "torch._dynamo" not in sys.modules  # loaded without Dynamo (DYNAMO_FREE)
     served = {name: f(model, x) for name, f in fns.items()}
     eager = {name: getattr(dm, name)(model, x) for name in fns}
+    # rank 0's pair of a step whose graph never read the rank: it serves every rank
+    shared = precompile.load(*pair(out, "step_ar", 0))(model, x)
     refusals = {}
     # another rank's pair of a rank-baking step: refused, naming the rank
     other = precompile.load(*pair(out, "step_rank", 1 - rank))
@@ -75,6 +77,10 @@ def serve(out: str) -> None:
         other(model, x)
     except precompile.PrecompileError as e:
         refusals["other_rank"] = str(e)
+    try:  # the same for a step that read torchrun's RANK from os.environ
+        precompile.load(*pair(out, "step_env", 1 - rank))(model, x)
+    except precompile.PrecompileError as e:
+        refusals["env_rank"] = str(e)
     # compile_on_one_rank flipped after capture: refused, naming the slot
     torch.compiler.config.compile_on_one_rank = True
     try:
@@ -85,6 +91,7 @@ def serve(out: str) -> None:
         torch.compiler.config.compile_on_one_rank = False
     report(rank=rank, pid=os.getpid(), lean=lean,
            close={n: torch.allclose(served[n], eager[n], atol=1e-5) for n in fns},
+           shared=torch.allclose(shared, eager["step_ar"], atol=1e-5),
            equal={n: torch.equal(served[n], eager[n]) for n in fns},
            sums={n: served[n].sum().item() for n in fns}, refusals=refusals)
 

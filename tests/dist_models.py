@@ -1,6 +1,8 @@
 """Tiny steps with collectives inside, for the 2-rank torchrun tests
 (test_multirank.py); module-level so a serving job can import them."""
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -35,6 +37,12 @@ def step_rank(model: MLP, x: torch.Tensor) -> torch.Tensor:
     y = model(x) * (dist.get_rank() + 1)
     dist.all_reduce(y)
     return y
+
+
+def step_env(model: MLP, x: torch.Tensor) -> torch.Tensor:
+    """Weighted by torchrun's RANK, read from the environment: no process group in
+    sight, and still a rank baked into the graph."""
+    return model(x) * (int(os.environ["RANK"]) + 1)
 
 
 class Breaking(torch.nn.Module):

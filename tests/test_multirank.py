@@ -48,14 +48,14 @@ def torchrun(tmp: Path, nproc: int, verb: str, *args: str, cli: list[str] | None
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both ranks' pairs of step_ar (inductor) and step_rank (eager), captured once."""
+    """Both ranks' pairs of step_ar (inductor), step_rank and step_env (eager), captured once."""
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     out = tmp_path_factory.mktemp("pairs")
     p, results = torchrun(out, 2, "capture", str(out))
     assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
     for r in results:
-        assert r["equal"] == {"step_ar": True, "step_rank": True}, r
+        assert r["equal"] == {"step_ar": True, "step_rank": True, "step_env": True}, r
         assert "c10d.allreduce_" in r["makefx"] and "DynamoTracer" in r["makefx"], r
         assert not (out / f"makefx.{r['rank']}.py").exists()
         assert "ID_MATCH G['dist'].group.WORLD (holds a process group" in r["installed"], r
@@ -81,9 +81,18 @@ def test_capture_writes_checked_process_group_recipes(pairs: Path) -> None:
     assert ns["RISKY_DROPPED_GUARDS"] == []
     assert ns["DYNAMO_FREE"] is True, ns.get("DYNAMO_FREE_REFUSED")
     pinned = dict(map(tuple, ns["PINNED_BINDINGS"]))
-    assert pinned["G['dist'].group.WORLD"] == "process group backend=gloo world_size=2 rank=1"
+    # the graph of step_ar read the world size, not the rank: any rank serves it
+    assert pinned["G['dist'].group.WORLD"] == "process group backend=gloo world_size=2 rank=any"
     assert pinned["torch.compiler.config.compile_on_one_rank"] == \
         "torch.compiler.config.compile_on_one_rank == False"
+    # step_rank's graph read the rank (get_rank()): it serves the capturing rank only
+    pinned = dict(map(tuple, read_metadata((pairs / "step_rank.1.py").read_text())["PINNED_BINDINGS"]))
+    assert pinned["<default process group>"] == "process group backend=gloo world_size=2 rank=1", pinned
+    # and so did the trace's group.rank() call under get_rank(), seen by the watch
+    assert pinned["G['dist'].group.WORLD"] == "process group backend=gloo world_size=2 rank=1", pinned
+    # os.environ['RANK'] is a read of the rank too, with no group guard to carry it
+    pinned = dict(map(tuple, read_metadata((pairs / "step_env.1.py").read_text())["PINNED_BINDINGS"]))
+    assert pinned == {"<default process group>": "process group backend=gloo world_size=2 rank=1"}, pinned
 
 
 @pytest.mark.slow
@@ -96,7 +105,10 @@ def test_fresh_two_rank_job_serves_locked_down(pairs: Path, tmp_path: Path) -> N
         assert r["lean"] is True, r  # served without importing Dynamo
         assert r["close"] == {"step_ar": True, "step_rank": True}, r
         assert r["equal"]["step_rank"] is True, r  # the eager backend: bit for bit
-        assert "rank 0" in r["refusals"]["other_rank"] and "rank 1" in r["refusals"]["other_rank"], r
+        assert r["shared"] is True, r  # rank 0's pair of step_ar, served on every rank
+        other = r["refusals"]["other_rank"]
+        assert f"this process is rank {r['rank']} " in other and f"captured on rank {1 - r['rank']}" in other, r
+        assert f"captured on rank {1 - r['rank']}" in r["refusals"]["env_rank"], r
         assert "compile_on_one_rank is True" in r["refusals"]["config"], r
     # after the all_reduce every rank holds the same mean
     assert results[0]["sums"]["step_ar"] == pytest.approx(results[1]["sums"]["step_ar"], abs=1e-5)

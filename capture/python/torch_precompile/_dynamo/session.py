@@ -167,9 +167,12 @@ class Session:
         accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
         _watch_recompile_limit()
         _running.append(self)
+        from .process_groups import take_rank_reads, watching_rank_reads
+
+        take_rank_reads()  # reads before this call were of no trace of it
         try:
             with (capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated),
-                  _compat.recompile_limit(self.tracer.recompile_limit)):
+                  _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
             if type(e).__name__ == "PackageError":
