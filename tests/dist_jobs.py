@@ -12,6 +12,7 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 import dist_models as dm
 
@@ -46,6 +47,18 @@ def capture(out: str) -> None:
             cap(model, x)
     except precompile.PrecompileError as e:
         makefx = str(e)
+    ddp = {}
+    for tracer in (precompile.DynamoTracer(), precompile.MakeFxTracer()):
+        try:  # a DDP-wrapped model: refused before anything runs, naming the remedy
+            code, cache = pair(out, "ddp", rank)
+            with precompile.capture(dm.step_plain, artifact_path=code, cache_path=cache, backend="eager",
+                                    tracer=tracer) as cap:
+                cap(DDP(model), x)
+        except precompile.PrecompileError as e:
+            ddp[type(tracer).__name__] = str(e)
+    code, cache = pair(out, "step_grads", rank)
+    with precompile.capture(dm.step_grads, artifact_path=code, cache_path=cache, backend="eager") as cap:
+        cap(dm.make(rank)[0], x)
     installed = None
     try:  # an installed artifact checks no pins: the process group stays a risky drop
         code, cache = pair(out, "installed", rank)
@@ -56,7 +69,7 @@ def capture(out: str) -> None:
                 cap(dm.Wrapper(), x)
     except precompile.PrecompileError as e:
         installed = str(e)
-    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx, installed=installed)
+    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx, installed=installed, ddp=ddp)
 
 
 def serve(out: str) -> None:
@@ -70,6 +83,15 @@ def serve(out: str) -> None:
     eager = {name: getattr(dm, name)(model, x) for name in fns}
     # rank 0's pair of a step whose graph never read the rank: it serves every rank
     shared = precompile.load(*pair(out, "step_ar", 0))(model, x)
+    # rank 0's pair of the training step with the all-reduce in fn: the gradients
+    # and loss of DistributedDataParallel over the same model, on every rank
+    served_model, ddp_model = dm.make(rank)[0], dm.make(rank)[0]
+    loss = precompile.load(*pair(out, "step_grads", 0))(served_model, x)
+    ddp = DDP(ddp_model)  # held: a collected wrapper takes its gradient hooks with it
+    ddp_loss = ddp(x).sum()
+    ddp_loss.backward()
+    grads = torch.allclose(loss, ddp_loss) and all(
+        torch.allclose(a.grad, b.grad, atol=1e-6) for a, b in zip(served_model.parameters(), ddp_model.parameters()))
     refusals = {}
     # another rank's pair of a rank-baking step: refused, naming the rank
     other = precompile.load(*pair(out, "step_rank", 1 - rank))
@@ -91,7 +113,8 @@ def serve(out: str) -> None:
         torch.compiler.config.compile_on_one_rank = False
     report(rank=rank, pid=os.getpid(), lean=lean,
            close={n: torch.allclose(served[n], eager[n], atol=1e-5) for n in fns},
-           shared=torch.allclose(shared, eager["step_ar"], atol=1e-5),
+           shared=torch.allclose(shared, eager["step_ar"], atol=1e-5), ddp_grads=grads,
+           grad_sum=sum(p.grad.sum().item() for p in served_model.parameters()),
            equal={n: torch.equal(served[n], eager[n]) for n in fns},
            sums={n: served[n].sum().item() for n in fns}, refusals=refusals)
 

@@ -45,6 +45,17 @@ def step_env(model: MLP, x: torch.Tensor) -> torch.Tensor:
     return model(x) * (int(os.environ["RANK"]) + 1)
 
 
+def step_grads(model: MLP, x: torch.Tensor) -> torch.Tensor:
+    """A training step with DDP's gradient all-reduce written out: the mean of
+    every rank's gradients, what DistributedDataParallel leaves in .grad."""
+    loss = model(x).sum()
+    loss.backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad.div_(dist.get_world_size())
+    return loss.detach()
+
+
 class Breaking(torch.nn.Module):
     """A graph break inside a child module's forward: the artifact is installed."""
 

@@ -60,6 +60,10 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert not (out / f"makefx.{r['rank']}.py").exists()
         assert "ID_MATCH G['dist'].group.WORLD (holds a process group" in r["installed"], r
         assert not (out / f"installed.{r['rank']}.py").exists()
+        for tracer in ("DynamoTracer", "MakeFxTracer"):
+            assert "argument 0 is a DistributedDataParallel-wrapped module" in r["ddp"][tracer], r
+            assert "ddp.module" in r["ddp"][tracer] and "dist.all_reduce(p.grad)" in r["ddp"][tracer], r
+        assert not (out / f"ddp.{r['rank']}.py").exists()
     for name in ("step_ar", "step_rank"):
         for rank in (0, 1):
             assert (out / f"{name}.{rank}.py").exists() and (out / f"{name}.{rank}.cache").exists()
@@ -106,12 +110,15 @@ def test_fresh_two_rank_job_serves_locked_down(pairs: Path, tmp_path: Path) -> N
         assert r["close"] == {"step_ar": True, "step_rank": True}, r
         assert r["equal"]["step_rank"] is True, r  # the eager backend: bit for bit
         assert r["shared"] is True, r  # rank 0's pair of step_ar, served on every rank
+        assert r["ddp_grads"] is True, r  # rank 0's training step: DDP's loss and gradients
         other = r["refusals"]["other_rank"]
         assert f"this process is rank {r['rank']} " in other and f"captured on rank {1 - r['rank']}" in other, r
         assert f"captured on rank {1 - r['rank']}" in r["refusals"]["env_rank"], r
         assert "compile_on_one_rank is True" in r["refusals"]["config"], r
     # after the all_reduce every rank holds the same mean
     assert results[0]["sums"]["step_ar"] == pytest.approx(results[1]["sums"]["step_ar"], abs=1e-5)
+    # ... and the same all-reduced gradients (the inputs differ by rank)
+    assert results[0]["grad_sum"] == pytest.approx(results[1]["grad_sum"], abs=1e-4)
     assert read_journal(journal) == []
 
 

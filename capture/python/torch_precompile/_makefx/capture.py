@@ -51,7 +51,7 @@ class MakeFxCapture(Capture):
             self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _lifecycle.check_call(self._state)
+        _lifecycle.check_call(self._state, args, kwargs)
         if kwargs:
             raise PrecompileError(
                 f"capture: a MakeFxTracer capture takes positional arguments only, got "
