@@ -74,7 +74,7 @@ def watching_rank_reads() -> Iterator[None]:
     from torch._guards import TracingContext
 
     def rank(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if TracingContext.try_get() is not None:
+        if TracingContext.try_get() is not None and not _for_a_log_record(sys._getframe(1)):
             _rank_reads[0] += 1
         return real(self, *args, **kwargs)
 
@@ -84,6 +84,20 @@ def watching_rank_reads() -> Iterator[None]:
         yield
     finally:
         c10d.ProcessGroup.rank = real
+
+
+def _for_a_log_record(frame: Any) -> bool:
+    """A read made to format a log record (torch's formatter prefixes each line
+    with ``[rankN]:``, and Dynamo logs while it traces), not for the traced
+    program, whose reads come through Dynamo's variable trackers."""
+    while frame is not None:  # from the reader outwards: whichever comes first
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("torch._dynamo.variables"):
+            return False
+        if module == "logging" or module.startswith("torch._logging"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def take_rank_reads() -> bool:
