@@ -47,15 +47,18 @@ def capture(out: str) -> None:
             cap(model, x)
     except precompile.PrecompileError as e:
         makefx = str(e)
-    ddp = {}
-    for tracer in (precompile.DynamoTracer(), precompile.MakeFxTracer()):
-        try:  # a DDP-wrapped model: refused before anything runs, naming the remedy
-            code, cache = pair(out, "ddp", rank)
-            with precompile.capture(dm.step_plain, artifact_path=code, cache_path=cache, backend="eager",
-                                    tracer=tracer) as cap:
-                cap(DDP(model), x)
-        except precompile.PrecompileError as e:
-            ddp[type(tracer).__name__] = str(e)
+    ddp = None
+    try:  # make_fx cannot lift DDP's buckets: refused before anything runs, naming the remedy
+        code, cache = pair(out, "ddp_makefx", rank)
+        with precompile.capture(dm.step_train, artifact_path=code, cache_path=cache, backend="eager",
+                                tracer=precompile.MakeFxTracer()) as cap:
+            cap(DDP(model), x)
+    except precompile.PrecompileError as e:
+        ddp = str(e)
+    code, cache = pair(out, "step_ddp", rank)  # DynamoTracer: a training step over DDP
+    with precompile.capture(dm.step_train, artifact_path=code, cache_path=cache, backend="eager") as cap:
+        wrapped = DDP(dm.make(rank)[0])
+        cap(wrapped, x)
     code, cache = pair(out, "step_grads", rank)
     with precompile.capture(dm.step_grads, artifact_path=code, cache_path=cache, backend="eager") as cap:
         cap(dm.make(rank)[0], x)
@@ -111,7 +114,26 @@ def serve(out: str) -> None:
         refusals["config"] = str(e)
     finally:
         torch.compiler.config.compile_on_one_rank = False
-    report(rank=rank, pid=os.getpid(), lean=lean,
+    # rank 0's pair of the DDP training step: the loss and all-reduced gradients of
+    # DDP run eagerly. The eager run first: the installed artifact's entries live
+    # on MLP.forward's code object from load() on.
+    eager_model = dm.make(rank)[0]
+    eager_ddp = DDP(eager_model)
+    eager_loss = dm.step_train(eager_ddp, x)
+    f = precompile.load(*pair(out, "step_ddp", 0))
+    ddp_model = dm.make(rank)[0]
+    ddp = DDP(ddp_model)
+    ddp_loss = f(ddp, x)
+    from torch._C._dynamo.eval_frame import _debug_get_precompile_entries
+
+    ddp_served = {
+        "installed": f.installed,
+        "forward_entries": len(_debug_get_precompile_entries(dm.MLP.forward.__code__)),
+        "loss": torch.equal(ddp_loss, eager_loss),
+        "grads": all(torch.allclose(a.grad, b.grad, atol=1e-6)
+                     for a, b in zip(ddp_model.parameters(), eager_model.parameters())),
+    }
+    report(rank=rank, pid=os.getpid(), lean=lean, ddp=ddp_served,
            close={n: torch.allclose(served[n], eager[n], atol=1e-5) for n in fns},
            shared=torch.allclose(shared, eager["step_ar"], atol=1e-5), ddp_grads=grads,
            grad_sum=sum(p.grad.sum().item() for p in served_model.parameters()),

@@ -45,6 +45,14 @@ def step_env(model: MLP, x: torch.Tensor) -> torch.Tensor:
     return model(x) * (int(os.environ["RANK"]) + 1)
 
 
+def step_train(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A training step over a DistributedDataParallel-wrapped MLP: DDP's hooks
+    all-reduce the gradients."""
+    loss = model(x).sum()
+    loss.backward()
+    return loss.detach()
+
+
 def step_grads(model: MLP, x: torch.Tensor) -> torch.Tensor:
     """A training step with DDP's gradient all-reduce written out: the mean of
     every rank's gradients, what DistributedDataParallel leaves in .grad."""

@@ -129,7 +129,7 @@ class DynamoCapture(Capture):
                 self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _lifecycle.check_call(self._state, args, kwargs)
+        _lifecycle.check_call(self._state)
         return self._session.call(args, kwargs)
 
     def save(self) -> None:

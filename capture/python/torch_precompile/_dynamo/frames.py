@@ -108,6 +108,10 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
             kind = PLAIN
         elif bypassed:
             kind = BYPASSED
+        elif i > 0 and code.install_to_global and _library_code(code.python_code):
+            # a continuation of a standard-library or torch function: that function is
+            # served as plain Python (above), so nothing reaches its continuation
+            kind = PLAIN
         elif code.has_compile_id:
             kind = UNCOVERED
         else:
