@@ -55,8 +55,10 @@ def capture(out: str) -> None:
             cap(DDP(model), x)
     except precompile.PrecompileError as e:
         ddp = str(e)
-    code, cache = pair(out, "step_ddp", rank)  # DynamoTracer: a training step over DDP
-    with precompile.capture(dm.step_train, artifact_path=code, cache_path=cache, backend="eager") as cap:
+    # DynamoTracer: a training step over DDP, lowered by Inductor (the served call
+    # runs the compiled backward, the artifact's own code, under the installed entries)
+    code, cache = pair(out, "step_ddp", rank)
+    with precompile.capture(dm.step_train, artifact_path=code, cache_path=cache) as cap:
         wrapped = DDP(dm.make(rank)[0])
         cap(wrapped, x)
     code, cache = pair(out, "step_grads", rank)
@@ -129,7 +131,7 @@ def serve(out: str) -> None:
     ddp_served = {
         "installed": f.installed,
         "forward_entries": len(_debug_get_precompile_entries(dm.MLP.forward.__code__)),
-        "loss": torch.equal(ddp_loss, eager_loss),
+        "loss": torch.allclose(ddp_loss, eager_loss, atol=1e-5),
         "grads": all(torch.allclose(a.grad, b.grad, atol=1e-6)
                      for a, b in zip(ddp_model.parameters(), eager_model.parameters())),
     }
