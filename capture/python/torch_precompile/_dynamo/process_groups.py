@@ -18,8 +18,10 @@ Recipes: ``("process_group", backend, world_size, rank)`` and
 trace of the frame read it: every read of a rank goes through
 ``ProcessGroup.rank`` (``get_rank`` calls it, and Dynamo calls a group's methods
 on the real object), which :func:`watching_rank_reads` counts while Dynamo
-traces. A frame that did not read it has the same graph on every rank, so one
-pair serves them all; one that did serves the rank that captured it only.
+traces, leaving out the log formatter's; a guard on ``os.environ`` (torchrun's
+``RANK``) counts too (:func:`reads_environ`, :func:`rank_pin`). A frame that did
+not read it has the same graph on every rank, so one pair serves them all; one
+that did serves the rank that captured it only.
 """
 
 from __future__ import annotations
