@@ -167,8 +167,10 @@ def judge(e: Any, rank_read: bool = True) -> tuple[str, tuple[str, tuple[Any, ..
 
 def reads_environ(names: Any) -> bool:
     """Whether guards of these sources read ``os.environ``, where torchrun puts
-    each worker's ``RANK`` and ``LOCAL_RANK``: counted as a read of the rank."""
-    return any("environ" in (n or "") for n in names)
+    each worker's ``RANK`` and ``LOCAL_RANK``: counted as a read of the rank.
+    Dynamo inlines ``os.environ[...]``, ``.get()`` and ``os.getenv()`` down to
+    the mapping's ``_data`` dict, which the guards name."""
+    return any("environ._data" in (n or "") for n in names)
 
 
 def rank_pin() -> tuple[str, tuple[str, tuple[Any, ...]]] | None:
