@@ -90,13 +90,13 @@ def serve(out: str) -> None:
     shared = precompile.load(*pair(out, "step_ar", 0))(model, x)
     # rank 0's pair of the training step with the all-reduce in fn: the gradients
     # and loss of DistributedDataParallel over the same model, on every rank
-    served_model, ddp_model = dm.make(rank)[0], dm.make(rank)[0]
+    served_model, reference = dm.make(rank)[0], dm.make(rank)[0]
     loss = precompile.load(*pair(out, "step_grads", 0))(served_model, x)
-    ddp = DDP(ddp_model)  # held: a collected wrapper takes its gradient hooks with it
-    ddp_loss = ddp(x).sum()
-    ddp_loss.backward()
-    grads = torch.allclose(loss, ddp_loss) and all(
-        torch.allclose(a.grad, b.grad, atol=1e-6) for a, b in zip(served_model.parameters(), ddp_model.parameters()))
+    reference_ddp = DDP(reference)  # held: a collected wrapper takes its gradient hooks with it
+    reference_loss = reference_ddp(x).sum()
+    reference_loss.backward()
+    grads = torch.allclose(loss, reference_loss) and all(
+        torch.allclose(a.grad, b.grad, atol=1e-6) for a, b in zip(served_model.parameters(), reference.parameters()))
     refusals = {}
     # another rank's pair of a rank-baking step: refused, naming the rank
     other = precompile.load(*pair(out, "step_rank", 1 - rank))

@@ -1,8 +1,10 @@
 """Multi-rank jobs: a 2-rank torchrun (gloo, CPU) captures steps with a collective
-inside fn, each rank its own pair (``NAME.{rank}.py``); a fresh 2-rank job on a
-cold host serves them under ``precompile run --lockdown --strict --journal``, equal
-to eager with no compiler run anywhere in the tree; a job of another shape is
-refused naming the mismatch. Every subprocess has a timeout."""
+inside fn and training steps over DDP, each rank its own pair (``NAME.{rank}.py``);
+a fresh 2-rank job on a cold host serves them under ``precompile run --lockdown
+--strict --journal``, equal to eager (and to DDP's gradients) with no compiler run
+anywhere in the tree, rank 0's pair serving every rank where the graphs read no
+rank; a job of another shape, or another rank's pair of a step that read its
+rank, is refused naming the mismatch. Every subprocess has a timeout."""
 
 from __future__ import annotations
 
