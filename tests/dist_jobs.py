@@ -12,6 +12,7 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 import dist_models as dm
 
@@ -32,7 +33,7 @@ def capture(out: str) -> None:
     rank = dist.get_rank()
     model, x = dm.make(rank)
     got = {}
-    for name, backend in (("step_ar", "inductor"), ("step_rank", "eager")):
+    for name, backend in (("step_ar", "inductor"), ("step_rank", "eager"), ("step_env", "eager")):
         fn = getattr(dm, name)
         code, cache = pair(out, name, rank)
         with precompile.capture(fn, artifact_path=code, cache_path=cache, backend=backend) as cap:
@@ -46,6 +47,23 @@ def capture(out: str) -> None:
             cap(model, x)
     except precompile.PrecompileError as e:
         makefx = str(e)
+    ddp = None
+    try:  # make_fx cannot lift DDP's buckets: refused before anything runs, naming the remedy
+        code, cache = pair(out, "ddp_makefx", rank)
+        with precompile.capture(dm.step_train, artifact_path=code, cache_path=cache, backend="eager",
+                                tracer=precompile.MakeFxTracer()) as cap:
+            cap(DDP(model), x)
+    except precompile.PrecompileError as e:
+        ddp = str(e)
+    # DynamoTracer: a training step over DDP, lowered by Inductor (the served call
+    # runs the compiled backward, the artifact's own code, under the installed entries)
+    code, cache = pair(out, "step_ddp", rank)
+    with precompile.capture(dm.step_train, artifact_path=code, cache_path=cache) as cap:
+        wrapped = DDP(dm.make(rank)[0])
+        cap(wrapped, x)
+    code, cache = pair(out, "step_grads", rank)
+    with precompile.capture(dm.step_grads, artifact_path=code, cache_path=cache, backend="eager") as cap:
+        cap(dm.make(rank)[0], x)
     installed = None
     try:  # an installed artifact checks no pins: the process group stays a risky drop
         code, cache = pair(out, "installed", rank)
@@ -56,7 +74,7 @@ def capture(out: str) -> None:
                 cap(dm.Wrapper(), x)
     except precompile.PrecompileError as e:
         installed = str(e)
-    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx, installed=installed)
+    report(rank=rank, pid=os.getpid(), equal=got, makefx=makefx, installed=installed, ddp=ddp)
 
 
 def serve(out: str) -> None:
@@ -68,6 +86,17 @@ def serve(out: str) -> None:
     lean = "torch._dynamo" not in sys.modules  # loaded without Dynamo (DYNAMO_FREE)
     served = {name: f(model, x) for name, f in fns.items()}
     eager = {name: getattr(dm, name)(model, x) for name in fns}
+    # rank 0's pair of a step whose graph never read the rank: it serves every rank
+    shared = precompile.load(*pair(out, "step_ar", 0))(model, x)
+    # rank 0's pair of the training step with the all-reduce in fn: the gradients
+    # and loss of DistributedDataParallel over the same model, on every rank
+    served_model, reference = dm.make(rank)[0], dm.make(rank)[0]
+    loss = precompile.load(*pair(out, "step_grads", 0))(served_model, x)
+    reference_ddp = DDP(reference)  # held: a collected wrapper takes its gradient hooks with it
+    reference_loss = reference_ddp(x).sum()
+    reference_loss.backward()
+    grads = torch.allclose(loss, reference_loss) and all(
+        torch.allclose(a.grad, b.grad, atol=1e-6) for a, b in zip(served_model.parameters(), reference.parameters()))
     refusals = {}
     # another rank's pair of a rank-baking step: refused, naming the rank
     other = precompile.load(*pair(out, "step_rank", 1 - rank))
@@ -75,6 +104,10 @@ def serve(out: str) -> None:
         other(model, x)
     except precompile.PrecompileError as e:
         refusals["other_rank"] = str(e)
+    try:  # the same for a step that read torchrun's RANK from os.environ
+        precompile.load(*pair(out, "step_env", 1 - rank))(model, x)
+    except precompile.PrecompileError as e:
+        refusals["env_rank"] = str(e)
     # compile_on_one_rank flipped after capture: refused, naming the slot
     torch.compiler.config.compile_on_one_rank = True
     try:
@@ -83,8 +116,29 @@ def serve(out: str) -> None:
         refusals["config"] = str(e)
     finally:
         torch.compiler.config.compile_on_one_rank = False
-    report(rank=rank, pid=os.getpid(), lean=lean,
+    # rank 0's pair of the DDP training step: the loss and all-reduced gradients of
+    # DDP run eagerly. The eager run first: the installed artifact's entries live
+    # on MLP.forward's code object from load() on.
+    eager_model = dm.make(rank)[0]
+    eager_ddp = DDP(eager_model)
+    eager_loss = dm.step_train(eager_ddp, x)
+    f = precompile.load(*pair(out, "step_ddp", 0))
+    ddp_model = dm.make(rank)[0]
+    ddp = DDP(ddp_model)
+    ddp_loss = f(ddp, x)
+    from torch._C._dynamo.eval_frame import _debug_get_precompile_entries
+
+    ddp_served = {
+        "installed": f.installed,
+        "forward_entries": len(_debug_get_precompile_entries(dm.MLP.forward.__code__)),
+        "loss": torch.allclose(ddp_loss, eager_loss, atol=1e-5),
+        "grads": all(torch.allclose(a.grad, b.grad, atol=1e-6)
+                     for a, b in zip(ddp_model.parameters(), eager_model.parameters())),
+    }
+    report(rank=rank, pid=os.getpid(), lean=lean, ddp=ddp_served,
            close={n: torch.allclose(served[n], eager[n], atol=1e-5) for n in fns},
+           shared=torch.allclose(shared, eager["step_ar"], atol=1e-5), ddp_grads=grads,
+           grad_sum=sum(p.grad.sum().item() for p in served_model.parameters()),
            equal={n: torch.equal(served[n], eager[n]) for n in fns},
            sums={n: served[n].sum().item() for n in fns}, refusals=refusals)
 

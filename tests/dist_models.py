@@ -1,6 +1,8 @@
 """Tiny steps with collectives inside, for the 2-rank torchrun tests
 (test_multirank.py); module-level so a serving job can import them."""
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -35,6 +37,31 @@ def step_rank(model: MLP, x: torch.Tensor) -> torch.Tensor:
     y = model(x) * (dist.get_rank() + 1)
     dist.all_reduce(y)
     return y
+
+
+def step_env(model: MLP, x: torch.Tensor) -> torch.Tensor:
+    """Weighted by torchrun's RANK, read from the environment: no process group in
+    sight, and still a rank baked into the graph."""
+    return model(x) * (int(os.environ["RANK"]) + 1)
+
+
+def step_train(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A training step over a DistributedDataParallel-wrapped MLP: DDP's hooks
+    all-reduce the gradients."""
+    loss = model(x).sum()
+    loss.backward()
+    return loss.detach()
+
+
+def step_grads(model: MLP, x: torch.Tensor) -> torch.Tensor:
+    """A training step with DDP's gradient all-reduce written out: the mean of
+    every rank's gradients, what DistributedDataParallel leaves in .grad."""
+    loss = model(x).sum()
+    loss.backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad.div_(dist.get_world_size())
+    return loss.detach()
 
 
 class Breaking(torch.nn.Module):

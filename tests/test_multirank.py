@@ -1,8 +1,10 @@
 """Multi-rank jobs: a 2-rank torchrun (gloo, CPU) captures steps with a collective
-inside fn, each rank its own pair (``NAME.{rank}.py``); a fresh 2-rank job on a
-cold host serves them under ``precompile run --lockdown --strict --journal``, equal
-to eager with no compiler run anywhere in the tree; a job of another shape is
-refused naming the mismatch. Every subprocess has a timeout."""
+inside fn and training steps over DDP, each rank its own pair (``NAME.{rank}.py``);
+a fresh 2-rank job on a cold host serves them under ``precompile run --lockdown
+--strict --journal``, equal to eager (and to DDP's gradients) with no compiler run
+anywhere in the tree, rank 0's pair serving every rank where the graphs read no
+rank; a job of another shape, or another rank's pair of a step that read its
+rank, is refused naming the mismatch. Every subprocess has a timeout."""
 
 from __future__ import annotations
 
@@ -48,18 +50,23 @@ def torchrun(tmp: Path, nproc: int, verb: str, *args: str, cli: list[str] | None
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both ranks' pairs of step_ar (inductor) and step_rank (eager), captured once."""
+    """Both ranks' pairs of step_ar (inductor), step_rank and step_env (eager), captured once."""
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     out = tmp_path_factory.mktemp("pairs")
-    p, results = torchrun(out, 2, "capture", str(out))
+    # Dynamo's log lines are prefixed [rankN]: the capture must not take the
+    # formatter's get_rank() for a read of the traced program (step_grads breaks)
+    p, results = torchrun(out, 2, "capture", str(out), env=env_for(out, TORCH_LOGS="graph_breaks"))
     assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
     for r in results:
-        assert r["equal"] == {"step_ar": True, "step_rank": True}, r
+        assert r["equal"] == {"step_ar": True, "step_rank": True, "step_env": True}, r
         assert "c10d.allreduce_" in r["makefx"] and "DynamoTracer" in r["makefx"], r
         assert not (out / f"makefx.{r['rank']}.py").exists()
         assert "ID_MATCH G['dist'].group.WORLD (holds a process group" in r["installed"], r
         assert not (out / f"installed.{r['rank']}.py").exists()
+        assert "argument 0 is a DistributedDataParallel-wrapped module" in r["ddp"], r
+        assert "DynamoTracer" in r["ddp"] and "ddp.module" in r["ddp"], r
+        assert not (out / f"ddp_makefx.{r['rank']}.py").exists()
     for name in ("step_ar", "step_rank"):
         for rank in (0, 1):
             assert (out / f"{name}.{rank}.py").exists() and (out / f"{name}.{rank}.cache").exists()
@@ -81,9 +88,23 @@ def test_capture_writes_checked_process_group_recipes(pairs: Path) -> None:
     assert ns["RISKY_DROPPED_GUARDS"] == []
     assert ns["DYNAMO_FREE"] is True, ns.get("DYNAMO_FREE_REFUSED")
     pinned = dict(map(tuple, ns["PINNED_BINDINGS"]))
-    assert pinned["G['dist'].group.WORLD"] == "process group backend=gloo world_size=2 rank=1"
+    # the graph of step_ar read the world size, not the rank: any rank serves it
+    assert pinned["G['dist'].group.WORLD"] == "process group backend=gloo world_size=2 rank=any"
     assert pinned["torch.compiler.config.compile_on_one_rank"] == \
         "torch.compiler.config.compile_on_one_rank == False"
+    # step_rank's graph read the rank (get_rank()): it serves the capturing rank only
+    pinned = dict(map(tuple, read_metadata((pairs / "step_rank.1.py").read_text())["PINNED_BINDINGS"]))
+    assert pinned["<default process group>"] == "process group backend=gloo world_size=2 rank=1", pinned
+    # and so did the trace's group.rank() call under get_rank(), seen by the watch
+    assert pinned["G['dist'].group.WORLD"] == "process group backend=gloo world_size=2 rank=1", pinned
+    # a training step over DDP: its forward runs eagerly around the wrapped module's,
+    # whose frame is compiled and installed; nothing in it reads the rank or a group
+    ns = read_metadata((pairs / "step_ddp.1.py").read_text())
+    assert ns["SERVING_MODE"] == "installed" and ("forward", "compiled", 1) in ns["FRAMES"], ns["FRAMES"]
+    assert ns["RISKY_DROPPED_GUARDS"] == [] and ns["PINNED_BINDINGS"] == [], ns
+    # os.environ['RANK'] is a read of the rank too, with no group guard to carry it
+    pinned = dict(map(tuple, read_metadata((pairs / "step_env.1.py").read_text())["PINNED_BINDINGS"]))
+    assert pinned == {"<default process group>": "process group backend=gloo world_size=2 rank=1"}, pinned
 
 
 @pytest.mark.slow
@@ -96,10 +117,18 @@ def test_fresh_two_rank_job_serves_locked_down(pairs: Path, tmp_path: Path) -> N
         assert r["lean"] is True, r  # served without importing Dynamo
         assert r["close"] == {"step_ar": True, "step_rank": True}, r
         assert r["equal"]["step_rank"] is True, r  # the eager backend: bit for bit
-        assert "rank 0" in r["refusals"]["other_rank"] and "rank 1" in r["refusals"]["other_rank"], r
+        assert r["shared"] is True, r  # rank 0's pair of step_ar, served on every rank
+        assert r["ddp_grads"] is True, r  # rank 0's training step: DDP's loss and gradients
+        # rank 0's pair of the step over DDP: served from the installed forward, equal to DDP
+        assert r["ddp"] == {"installed": True, "forward_entries": 1, "loss": True, "grads": True}, r
+        other = r["refusals"]["other_rank"]
+        assert f"this process is rank {r['rank']} " in other and f"captured on rank {1 - r['rank']}" in other, r
+        assert f"captured on rank {1 - r['rank']}" in r["refusals"]["env_rank"], r
         assert "compile_on_one_rank is True" in r["refusals"]["config"], r
     # after the all_reduce every rank holds the same mean
     assert results[0]["sums"]["step_ar"] == pytest.approx(results[1]["sums"]["step_ar"], abs=1e-5)
+    # ... and the same all-reduced gradients (the inputs differ by rank)
+    assert results[0]["grad_sum"] == pytest.approx(results[1]["grad_sum"], abs=1e-4)
     assert read_journal(journal) == []
 
 
@@ -112,8 +141,9 @@ def test_job_of_another_world_size_is_refused(pairs: Path, tmp_path: Path) -> No
     assert "process group mismatch" in wrong and "world size 1, the capture's had 2" in wrong, wrong
 
 
-def test_journal_names_each_rank_by_pid(tmp_path: Path) -> None:
-    """Every worker's refused probe lands in the one journal with its pid/ppid."""
+def test_journal_names_each_rank(tmp_path: Path) -> None:
+    """Every worker's refused probe lands in the one journal with its pid/ppid and
+    rank, and ``precompile journal`` says which rank tried what."""
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     journal = tmp_path / "j.jsonl"
@@ -128,6 +158,16 @@ def test_journal_names_each_rank_by_pid(tmp_path: Path) -> None:
     assert {r["pid"] if r["pid"] in workers else r["ppid"] for r in records} == workers, (records, results)
     agent = {r["ppid"] for r in results}
     assert len(agent) == 1, results  # both workers are children of the one torchrun agent
+    assert sorted(r["rank"] for r in records) == [0, 1], records
+    by_pid = {r["pid"]: r["rank"] for r in results}
+    for rec in records:  # each record carries the rank of the worker it came from
+        assert by_pid.get(rec["pid"], by_pid.get(rec["ppid"])) == rec["rank"], (records, results)
+    text = subprocess.run([str(CLI), "journal", str(journal)], capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    for rec in records:
+        assert f"pid {rec['pid']} ppid {rec['ppid']} rank {rec['rank']}: " in text.stdout, text.stdout
+    assert "    rank 0          refused 1\n" in text.stdout and "    rank 1          refused 1\n" in text.stdout, \
+        text.stdout
 
 
 @pytest.mark.slow

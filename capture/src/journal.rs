@@ -36,6 +36,7 @@ fn journal_append(
             pid,
             ppid,
             tid: pid,
+            rank: policy::env::rank(std::env::var(policy::env::RANK).ok().as_deref()),
             exe: &exe,
             argv: argv.iter().map(Vec::as_slice),
             cwd: &cwd,

@@ -133,6 +133,7 @@ pub fn record(e: &Entry<'_>) {
                 pid: sys::getpid(),
                 ppid: sys::getppid(),
                 tid: sys::gettid(),
+                rank: crate::state::get().rank,
                 exe: e.exe,
                 argv: e.argv.bytes(),
                 cwd,

@@ -22,6 +22,9 @@ pub struct Settings {
     pub start_entries: Vec<CString>,
     /// Whether `PRECOMPILE_ALLOW` was set at start.
     pub allow_at_start: bool,
+    /// `RANK` at start (a torchrun worker's global rank, inherited by the
+    /// processes it forks), written into every journal record.
+    pub rank: Option<i64>,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -72,6 +75,7 @@ fn load() -> Settings {
         self_path: locate_self(),
         start_entries,
         allow_at_start: std::env::var_os(env::ALLOW).is_some(),
+        rank: env::rank(var(env::RANK).as_deref()),
     }
 }
 

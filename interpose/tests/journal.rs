@@ -97,3 +97,29 @@ fn an_unwritable_journal_does_not_change_the_decision() {
     let ran = shim.spawner("posix_spawn", &["/usr/bin/g++", "g++", "--version"]);
     ran.expect_line("status=0");
 }
+
+#[test]
+fn a_process_started_with_a_rank_journals_it() {
+    let s = Scratch::new("journal-rank");
+    let probe = ["/usr/bin/g++", "g++", "--version"];
+    Shim::locked(&s.journal())
+        .with("PRECOMPILE_STRICT", "1")
+        .with("RANK", "3")
+        .spawner("posix_spawn", &probe)
+        .expect_line("spawn=1");
+    // no RANK, or one that is not a rank: no `rank` key rather than a wrong one
+    for rank in [None, Some("-1")] {
+        let mut shim = Shim::locked(&s.journal()).with("PRECOMPILE_STRICT", "1");
+        if let Some(r) = rank {
+            shim = shim.with("RANK", r);
+        }
+        shim.spawner("posix_spawn", &probe).expect_line("spawn=1");
+    }
+    let recs = records(&s.journal());
+    assert_eq!(recs.len(), 3, "{recs:?}");
+    assert_eq!(recs[0]["rank"], 3, "{:?}", recs[0]);
+    assert!(
+        recs[1].get("rank").is_none() && recs[2].get("rank").is_none(),
+        "{recs:?}"
+    );
+}

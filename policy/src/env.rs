@@ -17,6 +17,9 @@ pub const LOG: &str = "PRECOMPILE_LOG";
 /// `1`: the container entrypoint (scripts/entrypoint) locks down and runs the
 /// command under `precompile run --lockdown --enforce`. Read by that script only.
 pub const ENFORCE: &str = "PRECOMPILE_ENFORCE";
+/// The global rank torchrun gives each worker; read once at start (by the
+/// shim and the Python layer) into every journal record the process writes.
+pub const RANK: &str = "RANK";
 /// The loader's preload list; the shim re-injects itself first.
 pub const LD_PRELOAD: &str = "LD_PRELOAD";
 /// Where the shim prepends its boot directory in Python processes.
@@ -30,6 +33,16 @@ pub const PROPAGATED_FROM_START: [&str; 3] = [STRICT, COMPILERS, ALLOW];
 /// typo never silently turns a lockdown on or off in half the tree.
 pub fn is_on(value: Option<&str>) -> bool {
     value == Some("1")
+}
+
+/// A rank as `RANK` spells it: a non-negative decimal integer, else none (a
+/// journal record then carries no rank rather than a wrong one).
+pub fn rank(value: Option<&str>) -> Option<i64> {
+    let v = value?;
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
 }
 
 #[cfg(test)]
@@ -53,6 +66,23 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_is_a_plain_non_negative_integer() {
+        assert_eq!(rank(Some("0")), Some(0));
+        assert_eq!(rank(Some("17")), Some(17));
+        for bad in [
+            None,
+            Some(""),
+            Some("-1"),
+            Some("+1"),
+            Some(" 1"),
+            Some("1x"),
+            Some("99999999999999999999"),
+        ] {
+            assert_eq!(rank(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn names_match_the_contract() {
         assert_eq!(NO_COMPILATION, "TORCH_PRECOMPILE_NO_COMPILATION");
         assert_eq!(JOURNAL, "PRECOMPILE_JOURNAL");
@@ -61,5 +91,6 @@ mod tests {
         assert_eq!(ALLOW, "PRECOMPILE_ALLOW");
         assert_eq!(LOG, "PRECOMPILE_LOG");
         assert_eq!(ENFORCE, "PRECOMPILE_ENFORCE");
+        assert_eq!(RANK, "RANK");
     }
 }

@@ -15,6 +15,10 @@ pub struct Record {
     pub pid: i64,
     pub ppid: i64,
     pub tid: i64,
+    /// The distributed rank (`RANK`) the process started with; absent in a
+    /// process that has none (and in records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
     pub exe: String,
     pub argv: Vec<String>,
     pub cwd: String,
@@ -51,6 +55,9 @@ pub struct Fields<'a, I> {
     pub pid: i64,
     pub ppid: i64,
     pub tid: i64,
+    /// `RANK` as the process started with it (torchrun's global rank of a
+    /// worker and of everything it starts); `None` writes no `rank` key.
+    pub rank: Option<i64>,
     pub exe: &'a [u8],
     /// The arguments including `argv[0]`.
     pub argv: I,
@@ -84,6 +91,10 @@ pub fn format_record<'a, I: Iterator<Item = &'a [u8]>>(buf: &mut [u8], f: Fields
     put_int(&mut out, f.ppid);
     out.put(b", \"tid\": ");
     put_int(&mut out, f.tid);
+    if let Some(rank) = f.rank {
+        out.put(b", \"rank\": ");
+        put_int(&mut out, rank);
+    }
 
     // Paths get a share of what the fixed parts leave; argv gets the rest.
     let fixed_tail = measure(|o| tail.put(o, b"", 0));

@@ -18,6 +18,7 @@ fn fields<'a>(
         pid: 12,
         ppid: 1,
         tid: 12,
+        rank: None,
         exe,
         argv: argv.iter().map(Vec::as_slice),
         cwd,
@@ -100,6 +101,7 @@ fn ordinary_record_matches_the_contract_example() {
             pid: 12,
             ppid: 1,
             tid: 12,
+            rank: None,
             exe: "/usr/bin/g++".into(),
             argv: vec![
                 "g++".into(),
@@ -381,4 +383,19 @@ fn random_inputs_always_give_valid_bounded_lines() {
             }
         }
     }
+}
+
+#[test]
+fn a_rank_is_written_after_the_ids_and_read_back() {
+    let argv = leak(args(&["gcc"]));
+    let f = Fields {
+        rank: Some(7),
+        ..fields(b"gcc", argv, b"/")
+    };
+    let text = line(LINE_BUDGET, f);
+    assert!(text.contains("\"tid\": 12, \"rank\": 7, \"exe\""), "{text}");
+    assert_eq!(parse_line(&text).unwrap().rank, Some(7));
+    let text = line(LINE_BUDGET, fields(b"gcc", argv, b"/"));
+    assert!(!text.contains("rank"), "{text}");
+    assert_eq!(parse_line(&text).unwrap().rank, None);
 }

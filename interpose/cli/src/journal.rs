@@ -18,8 +18,9 @@ const HELP: &str = "usage: precompile journal [--json] PATH
 
 Summarizes the JSON-lines journal that PRECOMPILE_JOURNAL=PATH (or
 `precompile run --journal PATH`) makes every process in the tree append to:
-how many compiler runs were allowed and refused, by kind and by tool, and
-each refused command. A line that is not a record (torn, garbage) is counted
+how many compiler runs were allowed and refused, by kind, by tool and (in a
+torchrun job, whose workers' records carry their RANK) by rank, and each
+refused command with the pid, parent pid and rank that tried it. A line that is not a record (torn, garbage) is counted
 and listed by line number.
 
 options:
@@ -34,6 +35,8 @@ pub struct Summary {
     pub by_kind: BTreeMap<String, usize>,
     /// tool → verdict → count
     pub by_tool: BTreeMap<String, BTreeMap<String, usize>>,
+    /// rank (`None`: a record without one) → verdict → count
+    pub by_rank: BTreeMap<Option<i64>, BTreeMap<String, usize>>,
     pub refused: Vec<Record>,
     /// 1-based numbers of the lines that are not records.
     pub unreadable: Vec<usize>,
@@ -69,6 +72,11 @@ pub fn summarize(text: &[u8]) -> Summary {
         *s.by_kind.entry(r.kind.clone()).or_default() += 1;
         *s.by_tool
             .entry(tool(&r))
+            .or_default()
+            .entry(r.verdict.clone())
+            .or_default() += 1;
+        *s.by_rank
+            .entry(r.rank)
             .or_default()
             .entry(r.verdict.clone())
             .or_default() += 1;
@@ -108,13 +116,23 @@ pub fn render_text(path: &Path, s: &Summary) -> String {
             let _ = writeln!(out, "    {tool:<16}{}", counts(verdicts));
         }
     }
+    // Only a job with ranks gets the section: one line of "no rank" says
+    // nothing a by-verdict count did not.
+    if s.by_rank.keys().any(Option::is_some) {
+        let _ = writeln!(out, "  by rank:");
+        for (rank, verdicts) in &s.by_rank {
+            let _ = writeln!(out, "    {:<16}{}", rank_name(*rank), counts(verdicts));
+        }
+    }
     if !s.refused.is_empty() {
         let _ = writeln!(out, "  refused:");
         for r in &s.refused {
+            let rank = r.rank.map_or(String::new(), |n| format!(" rank {n}"));
             let _ = writeln!(
                 out,
-                "    pid {:<8} {} ({}, {})",
+                "    pid {} ppid {}{rank}: {} ({}, {})",
                 r.pid,
+                r.ppid,
                 r.argv.join(" "),
                 r.kind,
                 r.reason
@@ -128,6 +146,10 @@ pub fn render_text(path: &Path, s: &Summary) -> String {
     out
 }
 
+fn rank_name(rank: Option<i64>) -> String {
+    rank.map_or("no rank".to_owned(), |n| format!("rank {n}"))
+}
+
 pub fn render_json(path: &Path, s: &Summary) -> serde_json::Value {
     json!({
         "path": path.display().to_string(),
@@ -135,6 +157,12 @@ pub fn render_json(path: &Path, s: &Summary) -> serde_json::Value {
         "by_verdict": s.by_verdict,
         "by_kind": s.by_kind,
         "by_tool": s.by_tool,
+        // JSON keys are strings: the rank's digits, or "none"
+        "by_rank": s
+            .by_rank
+            .iter()
+            .map(|(rank, v)| (rank.map_or("none".to_owned(), |n| n.to_string()), v))
+            .collect::<BTreeMap<_, _>>(),
         "refused": s.refused,
         "unreadable_lines": s.unreadable,
     })
@@ -194,9 +222,34 @@ mod tests {
         assert!(s.unreadable.is_empty());
         let text = render_text(Path::new("j"), &s);
         assert!(
-            text.contains("pid 11       g++ -c b.c (compile, startup-lockdown)"),
+            text.contains("pid 11 ppid 1: g++ -c b.c (compile, startup-lockdown)"),
             "{text}"
         );
+        assert!(!text.contains("by rank"), "{text}");
+    }
+
+    #[test]
+    fn records_of_ranks_are_counted_and_named_by_rank() {
+        let r0 = REFUSED.replace("\"tid\": 11,", "\"tid\": 11, \"rank\": 0,");
+        let r1 = REFUSED
+            .replace("\"pid\": 11", "\"pid\": 21")
+            .replace("\"tid\": 11,", "\"tid\": 21, \"rank\": 1,");
+        let text = format!("{ALLOWED}\n{r0}\n{r1}\n");
+        let s = summarize(text.as_bytes());
+        assert_eq!(s.by_rank[&Some(0)]["refused"], 1);
+        assert_eq!(s.by_rank[&Some(1)]["refused"], 1);
+        assert_eq!(s.by_rank[&None]["allowed"], 1);
+        let out = render_text(Path::new("j"), &s);
+        assert!(out.contains("    no rank         allowed 1\n"), "{out}");
+        assert!(out.contains("    rank 1          refused 1\n"), "{out}");
+        assert!(
+            out.contains("pid 21 ppid 1 rank 1: g++ -c b.c (compile, startup-lockdown)"),
+            "{out}"
+        );
+        let j = render_json(Path::new("j"), &s);
+        assert_eq!(j["by_rank"]["0"]["refused"], 1);
+        assert_eq!(j["by_rank"]["none"]["allowed"], 1);
+        assert_eq!(j["refused"][1]["rank"], 1);
     }
 
     #[test]

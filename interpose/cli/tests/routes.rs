@@ -29,6 +29,7 @@ const OURS: &[&str] = &[
     "PRECOMPILE_ALLOW",
     "PRECOMPILE_LOG",
     "PYTHONPATH",
+    "RANK",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -837,6 +838,7 @@ fn strict_refuses_probes_the_shim_cannot_see() {
     )
     .arg(&host().spawner)
     .args(["syscall-execve", "/usr/bin/g++", "g++", "--version"])
+    .env("RANK", "5") // a torchrun worker's: the supervisor reads it off the process
     .output()
     .unwrap();
     assert_eq!(
@@ -849,6 +851,7 @@ fn strict_refuses_probes_the_shim_cannot_see() {
     assert_eq!(recs[0]["kind"], "probe");
     assert_eq!(recs[0]["reason"], "strict-probe");
     assert_eq!(recs[0]["source"], "enforce");
+    assert_eq!(recs[0]["rank"], 5, "{recs:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("precompile: refused to run compiler probe `g++ --version`"),

@@ -217,8 +217,9 @@ def _pc_identity_check(frame, expr, read, recipe):
 
 
 def _pc_group_check(frame, expr, recipe):
-    """The group the frame reads must have the captured backend, world size and
-    rank: Dynamo baked them into the graph. Checked once per group object."""
+    """The group the frame reads must have the captured backend, world size and,
+    when the trace read it (recipe rank not None), rank: Dynamo baked them into
+    the graph. Checked once per group object."""
     import builtins as _builtins
 
     _kind, backend, size, rank = recipe
@@ -238,18 +239,24 @@ def _pc_group_check(frame, expr, recipe):
             group = None
         if verified and verified[0] is group:
             return
-        captured = f"backend {backend}, world size {size}, rank {rank}"
+        captured = f"backend {backend}, world size {size}, " + (
+            "any rank" if rank is None else f"rank {rank}")
         if group is None or not _torch.distributed.is_initialized():
             _pc_fail(f"{frame['name']!r} was captured in a torch.distributed job ({captured}) "
                      f"and reads the process group {expr}, but this process has none: call "
                      "torch.distributed.init_process_group() first (torchrun) in a job of that shape")
         here = (str(_torch.distributed.get_backend(group)), group.size(), group.rank())
-        for field, want, got in zip(("backend", "world size", "rank"), (backend, size, rank), here):
+        for field, want, got in zip(("backend", "world size"), (backend, size), here):
             if want != got:
                 _pc_fail(f"process group mismatch: {expr} has {field} {got}, the capture's had "
                          f"{want} ({captured}); Dynamo baked the group into the graph of "
-                         f"{frame['name']!r}. Serve each rank its own pair (m.{{rank}}.py) in a job of the "
-                         "captured shape, or capture again in this one")
+                         f"{frame['name']!r}. Serve it in a job of the captured shape, or capture "
+                         "again in this one")
+        if rank is not None and here[2] != rank:
+            _pc_fail(f"process group mismatch: this process is rank {here[2]} of {expr}, and the "
+                     f"graph of {frame['name']!r} was captured on rank {rank} and read its rank "
+                     "(torch.distributed.get_rank() or group.rank(), baked into the graph), so it "
+                     f"serves rank {rank} only. Serve each rank its own pair (m.{{rank}}.py)")
         verified[:] = [group]
     return check
 

@@ -88,11 +88,16 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
     lost a guard to the filter (``lossy``: its variant would check less than
     the original does) or is not itself a continuation; and one bypassed (its guards could not be serialized) whose
     bypassed compiles produced no graph (``graph_bypassed`` are the frames one
-    did): running its original bytecode gives up nothing compiled.
+    did): running its original bytecode gives up nothing compiled. A
+    continuation of a library function that holds no variant is plain too
+    (Dynamo gave up on it: contextlib's ``__init__`` around DDP's
+    ``_inside_ddp_forward``): the function it continues runs as is, so nothing
+    reaches it, unless the entry itself is library code.
     """
     from .guards import frame_key
 
     records = []
+    library_entry = bool(entry.codes) and _library_code(entry.codes[0].python_code)
     for i, code in enumerate(entry.codes):
         bypassed = code.bypassed or any(b in missing for b in code.backend_ids)
         variants = [] if bypassed else [(g.guards_state, g.dynamo_code) for g in code.guarded_codes]
@@ -108,6 +113,10 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
             kind = PLAIN
         elif bypassed:
             kind = BYPASSED
+        elif i > 0 and code.install_to_global and _library_code(code.python_code) and not library_entry:
+            # a continuation of a standard-library or torch function: that function is
+            # served as plain Python (above), so nothing reaches its continuation
+            kind = PLAIN
         elif code.has_compile_id:
             kind = UNCOVERED
         else:

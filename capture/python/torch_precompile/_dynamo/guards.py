@@ -133,6 +133,10 @@ class Ledger:
             )
         default = default_filter(entries) if self._user_filter else decisions
         current = _compat.current_entry(self._package)
+        from . import process_groups
+
+        # by the trace these guards are for, through a process group or os.environ
+        rank_read = process_groups.take_rank_reads() | process_groups.reads_environ(e.name for e in entries)
         facts = set()
         for keep, by_default, e in zip(decisions, default, entries):
             why, pin = "", None
@@ -140,9 +144,14 @@ class Ledger:
                 # A drop the default filter would not make is the caller's choice,
                 # and nothing here can tell what it gave up: risky by construction.
                 why, pin = ("guard_filter_fn dropped a guard the default filter keeps", None) \
-                    if by_default else _judge(e)
+                    if by_default else _judge(e, rank_read)
             code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
             facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin))
+        if rank_read and not any(f.pin and f.pin[1][0] == "process_group" and f.pin[1][3] is not None
+                                 for f in facts):
+            checked = process_groups.rank_pin()  # a rank read no guard stands for
+            if checked is not None:
+                facts.add(Fact("RANK_READ", checked[1][0], "", "", False, *checked))
         key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
         self.variants.setdefault(key, []).append(frozenset(facts))
         if self._warn_risky:
@@ -251,12 +260,12 @@ class Ledger:
         return tuple(sorted(survivors))
 
 
-def _judge(e: Any) -> tuple[str, Any]:
+def _judge(e: Any, rank_read: bool) -> tuple[str, Any]:
     """(why risky or "", pin) for a guard the default filter drops."""
     from . import process_groups
 
     try:
-        checked = process_groups.judge(e)  # a process group or distributed config slot
+        checked = process_groups.judge(e, rank_read)  # a process group or distributed config slot
         if checked is not None:
             return checked
         why = risk(e)

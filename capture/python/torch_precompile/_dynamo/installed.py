@@ -49,11 +49,19 @@ def _failed_guards(code: Any, f_locals: dict[str, Any]) -> str:
     return " | ".join(parts) if parts else "no captured variant of this frame"
 
 
+# The module name of an artifact's own code: its driver, graph programs and the
+# Inductor modules they exec (``load`` names the artifact's module so).
+_ARTIFACT_MODULES = "torch_precompile.artifact."
+
+
 def _refusing_callback(fn_name: str) -> Callable[..., Any]:
     """A frame-evaluator callback that compiles nothing. A frame Dynamo would not
     have compiled anyway (the early exits of its frame converter: skipfiles, no
-    tensors, generators, its own generated code, exec'd code) runs as is; any
-    other miss raises naming the guards that failed."""
+    tensors, generators, its own generated code, exec'd code) runs as is, and so
+    does the artifact's own code (a graph program's backward, which a
+    ``loss.backward()`` inside the call runs: its module is named under
+    ``_ARTIFACT_MODULES``, as ``load`` names the artifact's); any other miss
+    raises naming the guards that failed."""
     import inspect
 
     from torch._dynamo import convert_frame, trace_rules
@@ -65,6 +73,7 @@ def _refusing_callback(fn_name: str) -> Callable[..., Any]:
         code = frame.f_code
         if (code.co_flags & never or code in convert_frame.output_codes
                 or code.co_name in ("<module>", "__setattr__")
+                or frame.f_globals.get("__name__", "").startswith(_ARTIFACT_MODULES)
                 or trace_rules.check(code) or not convert_frame.has_tensor_in_frame(frame)):
             return ConvertFrameReturn()
         raise PrecompileError(

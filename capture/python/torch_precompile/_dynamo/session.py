@@ -42,6 +42,13 @@ def capture_config() -> Iterator[None]:
       it. A break there is one Dynamo cannot resume from inside an inlined call,
       so it splits the caller into frames of its own, down to dataclass
       ``__init__``s no artifact can name (transformers' ``loss_function`` warns);
+    - ``optimize_ddp=False``: the forward of a module DistributedDataParallel
+      wraps is compiled as one graph per frame, recorded by the package. With
+      DDP's optimizer, Dynamo compiles it through a callback cloned without the
+      package (``ConvertFrame._clone_with_backend``), so its graphs would never
+      reach the artifact. DDP's reducer still all-reduces the gradients, from its
+      hooks once the compiled backward produced them (no overlap with the
+      backward, the same numbers);
     - what ``_compat.bytecode_config`` names: transformed bytecode that imports
       nothing of Dynamo's on a plain call.
     """
@@ -57,7 +64,7 @@ def capture_config() -> Iterator[None]:
     with (
         functorch_config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True,
                                bypass_autograd_cache_key=True),
-        torch._dynamo.config.patch(allow_empty_graphs=True,
+        torch._dynamo.config.patch(allow_empty_graphs=True, optimize_ddp=False,
                                    reorderable_logging_functions=_reorderable_logging(),
                                    **_compat.bytecode_config()),
     ):
@@ -167,9 +174,12 @@ class Session:
         accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
         _watch_recompile_limit()
         _running.append(self)
+        from .process_groups import take_rank_reads, watching_rank_reads
+
+        take_rank_reads()  # reads before this call were of no trace of it
         try:
             with (capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated),
-                  _compat.recompile_limit(self.tracer.recompile_limit)):
+                  _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
             if type(e).__name__ == "PackageError":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable
 
 from .. import _artifact, _lifecycle
@@ -17,6 +18,20 @@ from .._tracers import MakeFxTracer
 def fn_name(fn: Callable[..., Any]) -> str:
     module = getattr(fn, "__module__", None) or "?"
     return f"{module}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
+
+
+def _refuse_ddp(args: tuple[Any, ...]) -> None:
+    """make_fx traces through DistributedDataParallel's forward and reads its
+    gradient buckets as tensors of no argument: say so, and what serves instead."""
+    ddp = getattr(sys.modules.get("torch.nn.parallel.distributed"), "DistributedDataParallel", None)
+    i = next((i for i, a in enumerate(args) if ddp is not None and isinstance(a, ddp)), None)
+    if i is not None:
+        raise PrecompileError(
+            f"capture: argument {i} is a DistributedDataParallel-wrapped module, which MakeFxTracer "
+            "cannot capture (make_fx traces DDP's forward and its gradient buckets, tensors no "
+            "argument holds); capture the step with DynamoTracer (the default), which serves DDP's "
+            "forward and gradients, or pass ddp.module for inference"
+        )
 
 
 class MakeFxCapture(Capture):
@@ -57,6 +72,7 @@ class MakeFxCapture(Capture):
                 f"capture: a MakeFxTracer capture takes positional arguments only, got "
                 f"keywords {sorted(kwargs)}; pass them positionally or use DynamoTracer"
             )
+        _refuse_ddp(args)
         if self._called:
             raise PrecompileError(
                 "capture: a MakeFxTracer capture takes exactly ONE call (it traces one "

@@ -125,6 +125,7 @@ fn examine(
         tgid,
         tid: target.tid,
         ppid,
+        rank: target.rank(),
         exe: &exe,
         argv: &args,
         cwd: &cwd,

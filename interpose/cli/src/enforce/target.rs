@@ -67,6 +67,17 @@ impl Target {
         )
     }
 
+    /// `RANK` as the process started with it (its initial environment, the
+    /// value the shim journals), for a report.
+    pub fn rank(&self) -> Option<i64> {
+        let environ = std::fs::read(format!("/proc/{}/environ", self.tid)).ok()?;
+        let value = environ.split(|&b| b == 0).find_map(|e| {
+            e.strip_prefix(policy::env::RANK.as_bytes())?
+                .strip_prefix(b"=")
+        })?;
+        policy::env::rank(std::str::from_utf8(value).ok())
+    }
+
     /// The NUL-terminated string at `addr`, at most `max` bytes.
     pub fn c_string(&self, addr: u64, max: usize) -> io::Result<Vec<u8>> {
         let mut out = Vec::new();
