@@ -177,3 +177,34 @@ def test_complete_needs_graphs_and_no_gap() -> None:
                                  capture_errors=("E: x",)).complete
     assert PrecompileSummary(frames=1, resume_functions=0, guarded_codes=1, backend_graphs=1,
                              risky_dropped_guards=(("ID_MATCH", "a"),), wont_generalize=("n",)).complete
+
+
+PARAMETRIZED = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+from torch.nn.utils import parametrize
+import dyn_models as dm
+out = {out!r}
+model = dm.MLP()
+torch.nn.utils.parametrizations.weight_norm(model.fc1)   # Wav2Vec2's positional convolution does this
+try:
+    with tp.capture(dm.step, artifact_path=f"{{out}}/p.py", cache_path=f"{{out}}/p.cache", backend="eager") as cap:
+        cap(model, torch.randn(2, 8))
+except tp.PrecompileError as e:
+    print("REFUSED |", str(e).replace("\n", " "))
+parametrize.remove_parametrizations(model.fc1, "weight")  # the remedy the refusal names
+with tp.capture(dm.step, artifact_path=f"{{out}}/q.py", cache_path=f"{{out}}/q.cache", backend="eager") as cap:
+    cap(model, torch.randn(2, 8))
+print("FOLDED captured")
+"""
+
+
+def test_a_parametrized_module_is_refused_with_dynamos_reason_and_the_remedy(tmp_path: Path) -> None:
+    r = run_python(PARAMETRIZED.format(tests=str(TESTS), out=str(tmp_path))).check()
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("REFUSED |"))
+    assert "entry frame of dyn_models.step was bypassed" in refused, refused
+    assert "Serialization of parametrized modules" in refused, refused
+    assert "remove_parametrizations" in refused and "MakeFxTracer()" in refused, refused
+    assert "Dynamo logged why" not in refused
+    assert "FOLDED captured" in r.stdout
