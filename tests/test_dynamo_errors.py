@@ -208,3 +208,24 @@ def test_a_parametrized_module_is_refused_with_dynamos_reason_and_the_remedy(tmp
     assert "remove_parametrizations" in refused and "MakeFxTracer()" in refused, refused
     assert "Dynamo logged why" not in refused
     assert "FOLDED captured" in r.stdout
+
+
+def test_risky_drops_under_one_run_time_object_fold_into_its_line() -> None:
+    # BART called with use_cache=True deep-copies its config: Dynamo guards the config's
+    # identity and every entry's; the refusal names the config once, with a count.
+    from torch_precompile._dynamo.capture import risky_lines, run_time_identity_hint
+
+    made = "holds a builtins.int made at run time"
+    risky = (("ID_MATCH", "model.config"), ("ID_MATCH", "model.config.__dict__"),
+             ("ID_MATCH", "model.config.__dict__['d_model']"), ("ID_MATCH", "model.config.__dict__['dropout']"),
+             ("ID_MATCH", "model.config.__dict__['vocab_size']"), ("ID_MATCH", "model.configs"),
+             ("CLOSURE_MATCH", "type(model.config).__validators__['d_model'][0]"))
+    reasons = {k: made if k[0] == "ID_MATCH" else "reads the registry" for k in risky}
+    assert risky_lines(risky, reasons) == [
+        f"ID_MATCH model.config ({made}) and 4 more under it (model.config.__dict__, "
+        "model.config.__dict__['d_model'], model.config.__dict__['dropout'], ...)",
+        f"ID_MATCH model.configs ({made})",
+        "CLOSURE_MATCH type(model.config).__validators__['d_model'][0] (reads the registry)",
+    ]
+    assert "use_cache=False" in run_time_identity_hint(reasons.values())
+    assert run_time_identity_hint(["reads the registry"]) == ""
