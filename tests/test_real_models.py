@@ -8,7 +8,7 @@ Each serve checks outputs against eager (1e-4), a second shape (served where a
 captured variant covers it, else a PrecompileError naming the failed guard),
 and 0 journal records. Every artifact is Dynamo-free (guards as checks, graphs
 as programs). The GPT-2 training step checks the loss and every parameter's
-gradient; the forwards captured with grad on (BERT, Llama) run their backward
+gradient; the forwards captured with grad on (BERT, Llama, ResNet) run their backward
 and check the gradients too. MakeFx runs where the model allows it, and refuses
 clearly where it does not.
 """
@@ -94,6 +94,10 @@ MODELS = {
     "vit": (("vit", "classify", "pixels", [(2,)], False), [(2,), (3,)]),
     "llama": (("llama", "lm_logits", "tokens", [(2, 8)], True), [(2, 8), (2, 9)]),
     "gpt2_train": (("gpt2", "lm_train", "tokens", [(2, 8)], True), [(2, 8)]),
+    # t5: an encoder-decoder with a relative position bias; resnet: a conv net with batch
+    # norm in eval mode, captured with grad on (its backward runs through the convolutions)
+    "t5": (("t5", "seq2seq", "tokens", [(2, 8)], False), [(2, 8), (3, 8)]),
+    "resnet": (("resnet", "classify", "pixels", [(2,)], True), [(2,), (3,)]),
 }
 
 
