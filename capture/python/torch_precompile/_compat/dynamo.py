@@ -103,7 +103,10 @@ def bypass_reason() -> str | None:
     "Dynamo logged why"."""
     import sys
 
-    frame = sys._getframe(2)  # bypass_package -> the session's wrapper -> here
+    try:
+        frame = sys._getframe(2)  # bypass_package -> the session's wrapper -> here
+    except ValueError:  # called from the top of a stack: not Dynamo's bypass
+        return None
     if frame.f_code.co_name != "bypass_package":
         return None
     reason = frame.f_locals.get("reason")
