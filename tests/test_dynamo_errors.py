@@ -229,3 +229,32 @@ def test_risky_drops_under_one_run_time_object_fold_into_its_line() -> None:
     ]
     assert "use_cache=False" in run_time_identity_hint(reasons.values())
     assert run_time_identity_hint(["reads the registry"]) == ""
+
+
+SCRIPTED = r"""
+import os, sys, warnings
+warnings.simplefilter("ignore", FutureWarning)   # torch.jit.script is deprecated
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import jit_models as jm
+out, x = {out!r}, torch.arange(4.0)
+try:
+    with tp.capture(jm.step, artifact_path=f"{{out}}/s.py", cache_path=f"{{out}}/s.cache", backend="eager") as cap:
+        cap(x)
+    if os.environ.get("PYTORCH_JIT") == "0":
+        print("CAPTURED")
+except tp.PrecompileError as e:
+    print("REFUSED |", str(e).replace("\n", " "))
+if os.environ.get("PYTORCH_JIT") != "0" and os.path.exists(f"{{out}}/s.py"):
+    print("SERVED", tp.load(f"{{out}}/s.py", f"{{out}}/s.cache")(x).tolist())
+"""
+
+
+def test_a_torchscript_function_is_refused_naming_pytorch_jit_0(tmp_path: Path) -> None:
+    code = SCRIPTED.format(tests=str(TESTS), out=str(tmp_path))
+    r = run_python(code).check()
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("REFUSED |"))
+    assert "ScriptFunction" in refused and "PYTORCH_JIT=0" in refused, refused
+    # the remedy: capture with TorchScript off; the artifact serves with it on
+    assert "CAPTURED" in run_python(code, env={"PYTORCH_JIT": "0"}).check().stdout
+    assert "SERVED [1.0, 3.0, 5.0, 7.0]" in run_python(code).check().stdout
