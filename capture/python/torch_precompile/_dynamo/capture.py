@@ -245,4 +245,3 @@ def run_time_identity_hint(reasons: Any) -> str:
             "model called with use_cache=True deep-copies its config to build its cache: "
             "pass use_cache=False), or keeps it across calls; take that out of the "
             "captured function.")
-

@@ -222,11 +222,12 @@ def check_entry(records: list[dict[str, Any]], fn_name: str,
     if entry["kind"] == COMPILED:
         return
     if entry["kind"] == BYPASSED:
-        why = bypass_explanation((bypass_reasons or {}).get(entry["key"]))
+        reason = (bypass_reasons or {}).get(entry["key"])
+        how = ("Dynamo could not package it" if reason else
+               "its guards could not be serialized or its graph held parameters by static address")
         raise PrecompileError(
-            f"capture: the entry frame of {fn_name} was bypassed: its guards could not be "
-            "serialized or its graph held parameters by static address, so no variant of "
-            f"it can be served. {why}"
+            f"capture: the entry frame of {fn_name} was bypassed ({how}), so no variant of "
+            f"it can be served. {bypass_explanation(reason)}"
         )
     raise PrecompileError(
         f"capture: the entry frame of {fn_name} produced no guarded code, so the artifact "
