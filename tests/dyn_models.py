@@ -161,3 +161,8 @@ ACTS = _Instantiating(relu=nn.ReLU, tanh=nn.Tanh)
 def registry_act(x):
     # Dynamo reads the entry as dict.__getitem__(ACTS, list(dict.keys(ACTS))[1])
     return ACTS["tanh"](x) + 1
+
+
+def vmapped(x):
+    # a functorch transform inside fn: Dynamo guards the functorch stack (empty here)
+    return torch.vmap(torch.sin)(x) + 1

@@ -243,3 +243,34 @@ def test_a_registry_entry_read_by_its_keys_position_is_pinned(tmp_path: Path) ->
     assert "SERVED True False" in lines, lines
     moved = next(line for line in lines if line.startswith("MOVED |"))
     assert "no longer holds torch.nn.modules.activation.Tanh" in moved, moved
+
+
+VMAPPED = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out, x = {out!r}, torch.arange(4.0)
+if sys.argv[1] == "capture":
+    with tp.capture(dm.vmapped, artifact_path=f"{{out}}/v.py", cache_path=f"{{out}}/v.cache") as cap:
+        cap(x)
+else:
+    f = tp.load(f"{{out}}/v.py", f"{{out}}/v.cache")
+    print("SERVED", torch.equal(f(x), torch.sin(x) + 1), "torch._dynamo" in sys.modules)
+    try:
+        torch.vmap(f)(x.view(2, 2))   # inside a transform the captured graph never saw
+    except tp.PrecompileError as e:
+        print("NESTED |", e)
+"""
+
+
+def test_a_functorch_transform_inside_fn_serves_dynamo_free(tmp_path: Path) -> None:
+    # torch.vmap inside fn (Mamba's forward reaches torch's pytree registry the same
+    # way): the functorch-stack guard and the __import__('torch') accessor are checks
+    code = VMAPPED.format(tests=str(TESTS), out=str(tmp_path))
+    run_python(code, args=["capture"]).check()
+    assert "DYNAMO_FREE = True" in (tmp_path / "v.py").read_text()
+    lines = run_python(code, args=["serve"]).check().stdout.splitlines()
+    assert "SERVED True False" in lines, lines
+    nested = next(line for line in lines if line.startswith("NESTED |"))
+    assert "compare_functorch_state([])" in nested, nested
