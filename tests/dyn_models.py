@@ -6,6 +6,8 @@ the fresh processes the tests start put this directory on sys.path.
 
 from __future__ import annotations
 
+import collections
+
 import torch
 from torch import nn
 
@@ -144,3 +146,23 @@ plus_one = lambda x: x + 1  # noqa: E731 - a module-level lambda: only MakeFx ta
 
 def uses_len(x):
     return x * len(x.shape)  # len is a builtin: a BUILTIN_MATCH guard every variant keeps alike
+
+
+class _Instantiating(collections.OrderedDict):
+    """A registry whose lookup builds the class it holds, like transformers' ACT2FN."""
+
+    def __getitem__(self, key):
+        return super().__getitem__(key)()
+
+
+ACTS = _Instantiating(relu=nn.ReLU, tanh=nn.Tanh)
+
+
+def registry_act(x):
+    # Dynamo reads the entry as dict.__getitem__(ACTS, list(dict.keys(ACTS))[1])
+    return ACTS["tanh"](x) + 1
+
+
+def vmapped(x):
+    # a functorch transform inside fn: Dynamo guards the functorch stack (empty here)
+    return torch.vmap(torch.sin)(x) + 1

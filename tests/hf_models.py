@@ -51,6 +51,29 @@ def llama():
     return LlamaForCausalLM(cfg).eval()
 
 
+def t5():
+    """Encoder-decoder with a relative position bias (bucketed in the graph)."""
+    from transformers import T5Config, T5Model
+
+    _quiet()
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=128, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
+                   num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                   decoder_start_token_id=0, pad_token_id=0)
+    return T5Model(cfg).eval()
+
+
+def resnet():
+    """A conv net: convolutions, batch norm in eval mode, pooling."""
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    _quiet()
+    torch.manual_seed(0)
+    cfg = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                       layer_type="basic", num_labels=5)
+    return ResNetForImageClassification(cfg).eval()
+
+
 def tokens(batch: int, seq: int, seed: int = 1) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, 128, (batch, seq), generator=g)
@@ -69,6 +92,12 @@ def lm_logits(model, ids):
 
 def hidden(model, ids):
     return model(input_ids=ids).last_hidden_state
+
+
+def seq2seq(model, ids):
+    # use_cache=False: with a cache, transformers deep-copies an encoder-decoder
+    # config, whose identity no artifact can check (README, "Limits")
+    return model(input_ids=ids, decoder_input_ids=ids[:, :4], use_cache=False).last_hidden_state
 
 
 def classify(model, px):

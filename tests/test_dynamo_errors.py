@@ -177,3 +177,84 @@ def test_complete_needs_graphs_and_no_gap() -> None:
                                  capture_errors=("E: x",)).complete
     assert PrecompileSummary(frames=1, resume_functions=0, guarded_codes=1, backend_graphs=1,
                              risky_dropped_guards=(("ID_MATCH", "a"),), wont_generalize=("n",)).complete
+
+
+PARAMETRIZED = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+from torch.nn.utils import parametrize
+import dyn_models as dm
+out = {out!r}
+model = dm.MLP()
+torch.nn.utils.parametrizations.weight_norm(model.fc1)   # Wav2Vec2's positional convolution does this
+try:
+    with tp.capture(dm.step, artifact_path=f"{{out}}/p.py", cache_path=f"{{out}}/p.cache", backend="eager") as cap:
+        cap(model, torch.randn(2, 8))
+except tp.PrecompileError as e:
+    print("REFUSED |", str(e).replace("\n", " "))
+parametrize.remove_parametrizations(model.fc1, "weight")  # the remedy the refusal names
+with tp.capture(dm.step, artifact_path=f"{{out}}/q.py", cache_path=f"{{out}}/q.cache", backend="eager") as cap:
+    cap(model, torch.randn(2, 8))
+print("FOLDED captured")
+"""
+
+
+def test_a_parametrized_module_is_refused_with_dynamos_reason_and_the_remedy(tmp_path: Path) -> None:
+    r = run_python(PARAMETRIZED.format(tests=str(TESTS), out=str(tmp_path))).check()
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("REFUSED |"))
+    assert "entry frame of dyn_models.step was bypassed (Dynamo could not package it)" in refused, refused
+    assert "Serialization of parametrized modules" in refused, refused
+    assert "remove_parametrizations" in refused and "MakeFxTracer()" in refused, refused
+    assert "Dynamo logged why" not in refused
+    assert "FOLDED captured" in r.stdout
+
+
+def test_risky_drops_under_one_run_time_object_fold_into_its_line() -> None:
+    # BART called with use_cache=True deep-copies its config: Dynamo guards the config's
+    # identity and every entry's; the refusal names the config once, with a count.
+    from torch_precompile._dynamo.capture import risky_lines, run_time_identity_hint
+
+    made = "holds a builtins.int made at run time"
+    risky = (("ID_MATCH", "model.config"), ("ID_MATCH", "model.config.__dict__"),
+             ("ID_MATCH", "model.config.__dict__['d_model']"), ("ID_MATCH", "model.config.__dict__['dropout']"),
+             ("ID_MATCH", "model.config.__dict__['vocab_size']"), ("ID_MATCH", "model.configs"),
+             ("CLOSURE_MATCH", "type(model.config).__validators__['d_model'][0]"))
+    reasons = {k: made if k[0] == "ID_MATCH" else "reads the registry" for k in risky}
+    assert risky_lines(risky, reasons) == [
+        f"ID_MATCH model.config ({made}) and 4 more under it (model.config.__dict__, "
+        "model.config.__dict__['d_model'], model.config.__dict__['dropout'], ...)",
+        f"ID_MATCH model.configs ({made})",
+        "CLOSURE_MATCH type(model.config).__validators__['d_model'][0] (reads the registry)",
+    ]
+    assert "use_cache=False" in run_time_identity_hint(reasons.values())
+    assert run_time_identity_hint(["reads the registry"]) == ""
+
+
+SCRIPTED = r"""
+import os, sys, warnings
+warnings.simplefilter("ignore", FutureWarning)   # torch.jit.script is deprecated
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import jit_models as jm
+out, x = {out!r}, torch.arange(4.0)
+try:
+    with tp.capture(jm.step, artifact_path=f"{{out}}/s.py", cache_path=f"{{out}}/s.cache", backend="eager") as cap:
+        cap(x)
+    if os.environ.get("PYTORCH_JIT") == "0":
+        print("CAPTURED")
+except tp.PrecompileError as e:
+    print("REFUSED |", str(e).replace("\n", " "))
+if os.environ.get("PYTORCH_JIT") != "0" and os.path.exists(f"{{out}}/s.py"):
+    print("SERVED", tp.load(f"{{out}}/s.py", f"{{out}}/s.cache")(x).tolist())
+"""
+
+
+def test_a_torchscript_function_is_refused_naming_pytorch_jit_0(tmp_path: Path) -> None:
+    code = SCRIPTED.format(tests=str(TESTS), out=str(tmp_path))
+    r = run_python(code).check()
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("REFUSED |"))
+    assert "ScriptFunction" in refused and "PYTORCH_JIT=0" in refused, refused
+    # the remedy: capture with TorchScript off; the artifact serves with it on
+    assert "CAPTURED" in run_python(code, env={"PYTORCH_JIT": "0"}).check().stdout
+    assert "SERVED [1.0, 3.0, 5.0, 7.0]" in run_python(code).check().stdout

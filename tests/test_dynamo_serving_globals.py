@@ -208,3 +208,69 @@ def test_a_bypassed_frame_that_compiled_nothing_is_served_as_plain_python() -> N
     records = frames.frame_records(entry, set(), set(), graph_bypassed={("lost_graph", "m.py", 9)})
     # the entry can never be plain; a bypass that threw a graph away is a gap
     assert [r["kind"] for r in records] == [frames.BYPASSED, frames.PLAIN, frames.BYPASSED]
+
+
+REGISTRY = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out, x = {out!r}, torch.arange(4.0)
+if sys.argv[1] == "capture":
+    with tp.capture(dm.registry_act, artifact_path=f"{{out}}/r.py", cache_path=f"{{out}}/r.cache",
+                    backend="eager") as cap:
+        cap(x)
+        print("RISKY", cap.summary().risky_dropped_guards)
+else:
+    f = tp.load(f"{{out}}/r.py", f"{{out}}/r.cache")
+    print("SERVED", f(x).tolist() == (torch.tanh(x) + 1).tolist(), "torch._dynamo" in sys.modules)
+    dm.ACTS["tanh"] = torch.nn.Sigmoid   # a registration in the serving process
+    try:
+        f(x)
+    except tp.PrecompileError as e:
+        print("MOVED |", e)
+"""
+
+
+def test_a_registry_entry_read_by_its_keys_position_is_pinned(tmp_path: Path) -> None:
+    # transformers' ACT2FN[...] in a forward (Mamba): Dynamo's source for an entry of a
+    # dict subclass is dict.__getitem__(d, list(dict.keys(d))[i]); the class it holds is
+    # checked by name on every call instead of making the capture refuse
+    code = REGISTRY.format(tests=str(TESTS), out=str(tmp_path))
+    assert "RISKY ()" in run_python(code, args=["capture"]).check().stdout
+    assert "list(dict.keys(G['ACTS']))[1]" in (tmp_path / "r.py").read_text().split("PINNED_BINDINGS = ")[1][:200]
+    lines = run_python(code, args=["serve"]).check().stdout.splitlines()
+    assert "SERVED True False" in lines, lines
+    moved = next(line for line in lines if line.startswith("MOVED |"))
+    assert "no longer holds torch.nn.modules.activation.Tanh" in moved, moved
+
+
+VMAPPED = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out, x = {out!r}, torch.arange(4.0)
+if sys.argv[1] == "capture":
+    with tp.capture(dm.vmapped, artifact_path=f"{{out}}/v.py", cache_path=f"{{out}}/v.cache") as cap:
+        cap(x)
+else:
+    f = tp.load(f"{{out}}/v.py", f"{{out}}/v.cache")
+    print("SERVED", torch.equal(f(x), torch.sin(x) + 1), "torch._dynamo" in sys.modules)
+    try:
+        torch.vmap(f)(x.view(2, 2))   # inside a transform the captured graph never saw
+    except tp.PrecompileError as e:
+        print("NESTED |", e)
+"""
+
+
+def test_a_functorch_transform_inside_fn_serves_dynamo_free(tmp_path: Path) -> None:
+    # torch.vmap inside fn (Mamba's forward reaches torch's pytree registry the same
+    # way): the functorch-stack guard and the __import__('torch') accessor are checks
+    code = VMAPPED.format(tests=str(TESTS), out=str(tmp_path))
+    run_python(code, args=["capture"]).check()
+    assert "DYNAMO_FREE = True" in (tmp_path / "v.py").read_text()
+    lines = run_python(code, args=["serve"]).check().stdout.splitlines()
+    assert "SERVED True False" in lines, lines
+    nested = next(line for line in lines if line.startswith("NESTED |"))
+    assert "compare_functorch_state([])" in nested, nested

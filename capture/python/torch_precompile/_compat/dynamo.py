@@ -95,6 +95,24 @@ def watches_bypasses(package: Any) -> bool:
     return hasattr(package, "bypass_current_compile")
 
 
+def bypass_reason() -> str | None:
+    """The reason Dynamo gave for the package bypass now in progress, read from
+    its caller: ``OutputGraph.bypass_package(reason)`` logs the reason and then
+    calls ``package.bypass_current_compile()`` without it. None when the caller
+    is not that method (another torch release), so the message falls back to
+    "Dynamo logged why"."""
+    import sys
+
+    try:
+        frame = sys._getframe(2)  # bypass_package -> the session's wrapper -> here
+    except ValueError:  # called from the top of a stack: not Dynamo's bypass
+        return None
+    if frame.f_code.co_name != "bypass_package":
+        return None
+    reason = frame.f_locals.get("reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
 def current_entry(package: Any) -> Any:
     if hasattr(type(package), "current_entry") or "current_entry" in vars(package):
         return package.current_entry

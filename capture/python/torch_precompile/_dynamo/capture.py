@@ -166,13 +166,22 @@ class DynamoCapture(Capture):
                   len(code), self._cache_path, len(cache)):
             _artifact.write_pair(self._artifact_path, self._cache_path, code, cache)
 
+    def _bypass_reasons(self) -> list[tuple[str, str]]:
+        """(frame name, Dynamo's reason) for each frame a compile of which was bypassed."""
+        reasons = self._session.bypass_reasons if self._session is not None else {}
+        return [(key[0], reason) for key, reason in reasons.items()]
+
     def _gate(self, s: PrecompileSummary, reasons: dict[tuple[str, str], str]) -> None:
         """The DynamoTracer require_* gates, checked before anything is written."""
         t = self._tracer
         if t.require_complete:
             gaps = []
             if s.bypassed:
+                from .frames import bypass_explanation
+
                 gaps.append(f"bypassed frames {list(s.bypassed)} (nothing of them could be packaged)")
+                gaps.extend(f"{name!r}: {bypass_explanation(reason)}" for name, reason
+                            in self._bypass_reasons() if name in s.bypassed)
             if s.uncovered_frames:
                 gaps.append(f"uncovered frames {list(s.uncovered_frames)} (they ended with no guarded code)")
             if s.capture_errors:
@@ -186,13 +195,53 @@ class DynamoCapture(Capture):
                     f"Summary: {s}"
                 )
         if t.require_no_risky_drops and s.risky_dropped_guards:
-            risky = [f"{g} {src} ({reasons.get((g, src), 'risky')})" for g, src in s.risky_dropped_guards]
+            risky = risky_lines(s.risky_dropped_guards, reasons)
             raise PrecompileError(
                 f"capture: refusing to write an artifact of {self._fn_name}: dropped guards "
                 f"{risky} told captured variants apart or hang off a configuration-chosen "
                 "slot, and the artifact will not check them, so a serving process could run "
-                "the wrong graph without an error. Keep those guards (guard_filter_fn), make "
+                f"the wrong graph without an error.{run_time_identity_hint(reasons.values())} "
+                "Keep those guards (guard_filter_fn), make "
                 "the slot fixed (a module-level def or class the artifact can check by name), "
                 "or pass DynamoTracer(require_no_risky_drops=False) to accept the risk (the "
                 "drops are listed in the artifact's RISKY_DROPPED_GUARDS)."
             )
+
+
+def _under(src: str, parent: str) -> bool:
+    return src.startswith(parent) and src[len(parent):len(parent) + 1] in (".", "[")
+
+
+def risky_lines(risky: tuple[tuple[str, str], ...], reasons: dict[tuple[str, str], str]) -> list[str]:
+    """One line per risky dropped guard, those under another one's slot (the entries
+    of a configuration object whose identity was dropped: ``model.config.__dict__[...]``
+    under ``model.config``) folded into their outermost slot's line with a count."""
+    sources = {src for _g, src in risky}
+    lines, folded = [], {}
+    for g, src in risky:
+        outer = [p for p in sources if p != src and _under(src, p)]
+        if outer:
+            root = min(outer, key=len)
+            folded.setdefault(root, []).append(src)
+            continue
+        lines.append((src, f"{g} {src} ({reasons.get((g, src), 'risky')})"))
+    out = []
+    for src, line in lines:
+        below = sorted(set(folded.pop(src, ())))
+        if below:
+            shown = ", ".join(below[:3]) + (", ..." if len(below) > 3 else "")
+            line += f" and {len(below)} more under it ({shown})"
+        out.append(line)
+    return out
+
+
+def run_time_identity_hint(reasons: Any) -> str:
+    """Where an identity guard on an object made at run time comes from, when one is
+    among the risky drops."""
+    if not any("made at run time" in r for r in reasons):
+        return ""
+    return (" An identity guard on an object made at run time comes from code that "
+            "copies it or takes its id() (copy.deepcopy; a transformers encoder-decoder "
+            "model called with use_cache=True deep-copies its config to build its cache: "
+            "pass use_cache=False), or keeps it across calls; take that out of the "
+            "captured function.")

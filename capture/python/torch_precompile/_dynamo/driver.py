@@ -360,6 +360,11 @@ def _pc_saved_hooks_ids():
     return tuple(map(id, hooks))
 
 
+def _pc_functorch_stack_empty():
+    # the FUNCTORCH_STACK_MATCH guard of a graph traced outside any functorch transform
+    return _torch._C._functorch.peek_interpreter_stack() is None
+
+
 def _pc_stand_in(spec):
     # what a TensorGuards entry compares against: dtype, device, requires_grad, type
     dtype, device, requires_grad, parameter = spec

@@ -196,16 +196,47 @@ def serving_mode(records: list[dict[str, Any]]) -> str:
     return "standalone" if compiled <= reach else "installed"
 
 
-def check_entry(records: list[dict[str, Any]], fn_name: str) -> None:
+# Remedies for the bypass reasons a user can act on, by a phrase of Dynamo's reason.
+_BYPASS_REMEDIES = (
+    ("Serialization of parametrized modules",
+     "a module with a parametrization (torch.nn.utils.parametrize: weight_norm, "
+     "spectral_norm, orthogonal; Wav2Vec2's positional convolution) is a class made at "
+     "run time that no serving process can name. For serving, fold it into a plain "
+     "parameter before the capture (torch.nn.utils.parametrize.remove_parametrizations("
+     "module, 'weight') keeps its current value), or capture with MakeFxTracer(), which "
+     "lifts the parameters as they are"),
+    ("ScriptFunction'> cannot be saved",
+     "a TorchScript function (@torch.jit.script: DeBERTa-v2's attention helpers) reached "
+     "from the frame has a type Dynamo cannot name in a package. Capture with PYTORCH_JIT=0 "
+     "in the environment (set before torch is imported, so @torch.jit.script returns the "
+     "Python function and Dynamo traces it); the artifact serves with TorchScript on or off"),
+)
+
+
+def bypass_explanation(reason: str | None) -> str:
+    """Dynamo's reason for a bypass, with the remedy when one is known."""
+    if not reason:
+        return "(Dynamo logged why); fix that and capture again"
+    first = reason.strip().splitlines()[0]
+    for phrase, remedy in _BYPASS_REMEDIES:
+        if phrase in reason:
+            return f"Dynamo: {first!r}: {remedy}"
+    return f"Dynamo: {first!r}; fix that and capture again"
+
+
+def check_entry(records: list[dict[str, Any]], fn_name: str,
+                bypass_reasons: dict[Any, str] | None = None) -> None:
     """Refuse an entry the artifact could not serve at all."""
     entry = records[0]
     if entry["kind"] == COMPILED:
         return
     if entry["kind"] == BYPASSED:
+        reason = (bypass_reasons or {}).get(entry["key"])
+        how = ("Dynamo could not package it" if reason else
+               "its guards could not be serialized or its graph held parameters by static address")
         raise PrecompileError(
-            f"capture: the entry frame of {fn_name} was bypassed: its guards could not be "
-            "serialized or its graph held parameters by static address, so no variant of "
-            "it can be served (Dynamo logged why); fix that and capture again"
+            f"capture: the entry frame of {fn_name} was bypassed ({how}), so no variant of "
+            f"it can be served. {bypass_explanation(reason)}"
         )
     raise PrecompileError(
         f"capture: the entry frame of {fn_name} produced no guarded code, so the artifact "

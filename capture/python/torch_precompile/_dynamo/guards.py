@@ -363,8 +363,10 @@ def risk(e: Any) -> str | None:
 
 
 # Identifiers a pinned source may use: Dynamo's scope dicts and the builtins its
-# source names spell (dict(type(x).__dict__)).
-_PIN_NAMES = frozenset({"G", "L", "dict", "type"})
+# source names spell: dict(type(x).__dict__); a dict entry by its key's position,
+# list(dict.keys(d))[i] (transformers' ACT2FN[...] read in a forward, torch's pytree
+# registry); a module Dynamo names by import, __import__('torch').utils._pytree.
+_PIN_NAMES = frozenset({"G", "L", "dict", "type", "list", "__import__"})
 
 
 def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:

@@ -318,6 +318,10 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
             qual = getattr(args[0], "__qualname__", "")
             if qual.startswith("GuardBuilder.AUTOGRAD_SAVED_TENSORS_HOOKS") and "ids == None" in str(args[1]):
                 leaf(owner, "_pc_saved_hooks_ids() is None", args[1])
+            elif qual.startswith("GuardBuilder.FUNCTORCH_STACK_MATCH") and "compare_functorch_state([])" in str(args[1]):
+                # a graph traced with no functorch transform active (torch.vmap inside fn,
+                # Mamba): compare_functorch_state([]) holds exactly when the stack is empty
+                leaf(owner, "_pc_functorch_stack_empty()", args[1])
             else:
                 raise NotLean(f"a Python guard {qual or args[0]!r} ({_short(args[1])})")
         else:
@@ -511,10 +515,17 @@ def _access(method: str, parent: str, a: list[Any], scope: dict[str, Any], const
 
 
 def _context_var_get(parent: str, fn: Any, consts: Consts) -> str:
-    """The one lambda accessor with a source form: Dynamo's ContextVarGetSource,
-    ``lambda x: x.get()`` or ``lambda x, d=default: x.get(d)`` (a config entry's
-    user override, e.g. ``compile_on_one_rank``)."""
+    """The lambda accessors with a source form: Dynamo's ImportSource, ``lambda _,
+    m=module: m`` (``__import__('torch')`` in a source: the module, by name), and its
+    ContextVarGetSource, ``lambda x: x.get()`` or ``lambda x, d=default: x.get(d)``
+    (a config entry's user override, e.g. ``compile_on_one_rank``)."""
     code = getattr(fn, "__code__", None)
+    if (code is not None and code.co_argcount == 2 and not code.co_names and not code.co_freevars
+            and len(fn.__defaults__ or ()) == 1 and isinstance(fn.__defaults__[0], types.ModuleType)):
+        module = fn.__defaults__[0]
+        if module.__name__.startswith(HEAVY):
+            raise NotLean(f"a guard reads Dynamo's own module {module.__name__} through an import")
+        return consts.obj(module, f"the imported module {module.__name__}")
     if code is not None and code.co_names == ("get",) and not code.co_freevars:
         if code.co_argcount == 1:
             return f"{parent}.get()"

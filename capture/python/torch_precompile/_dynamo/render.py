@@ -180,7 +180,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     payloads, missing = _frames.backend_payloads(session)
     records = _frames.frame_records(entry, missing, session.ledger.lossy(), session.graph_bypassed)
     summary = summarize(session, records)
-    _frames.check_entry(records, fn_name)
+    _frames.check_entry(records, fn_name, session.bypass_reasons)
     mode = _frames.serving_mode(records)
     reasons = risky_reasons(session, records)
     for r in records:

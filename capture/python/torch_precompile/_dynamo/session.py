@@ -126,6 +126,8 @@ class Session:
         self.truncated: set[str] = set()
         # frames a bypassed compile of which had produced a graph (lost with it)
         self.graph_bypassed: set[Any] = set()
+        # frame key -> the reason Dynamo gave for bypassing it (the first one)
+        self.bypass_reasons: dict[Any, str] = {}
         self._watch_bypasses()
         self.errors: list[str] = []
         self.calls = 0
@@ -212,8 +214,13 @@ class Session:
 
         def bypass_current_compile() -> None:
             entry = _compat.current_entry(package)
-            if package._current_backend_ids and entry is not None:
-                self.graph_bypassed.add(frame_key(entry.python_code))
+            if entry is not None:
+                key = frame_key(entry.python_code)
+                if package._current_backend_ids:
+                    self.graph_bypassed.add(key)
+                reason = _compat.bypass_reason()
+                if reason:
+                    self.bypass_reasons.setdefault(key, reason)
             bypass()
 
         package.bypass_current_compile = bypass_current_compile
