@@ -22,13 +22,16 @@ import dyn_models as dm
 out = {out!r}
 torch.manual_seed(0)
 m = dm.MLP()
-for name, fn, calls in (
-    ("print_break", dm.print_break, [(m, torch.randn(2, 8)), (m, torch.randn(3, 8))]),
-    ("train", dm.train_step, [(dm.MLP(), torch.randn(4, 8), torch.randn(4, 4))]),
-    ("parent", dm.step, [(dm.Parent(), torch.randn(2, 8))]),
+for name, fn, calls, grad in (
+    ("print_break", dm.print_break, [(m, torch.randn(2, 8)), (m, torch.randn(3, 8))], True),
+    ("train", dm.train_step, [(dm.MLP(), torch.randn(4, 8), torch.randn(4, 4))], True),
+    ("parent", dm.step, [(dm.Parent(), torch.randn(2, 8))], True),
+    # no grad: each graph is one standalone program, lowered by compile_to_python
+    ("infer", dm.print_break, [(m, torch.randn(2, 8)), (m, torch.randn(3, 8))], False),
 ):
-    with tp.capture(fn, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",
-                    backend="inductor") as cap:
+    with torch.set_grad_enabled(grad), tp.capture(
+            fn, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",
+            backend="inductor") as cap:
         for args in calls:
             cap(*args)
         print("SUMMARY", name, cap.summary())
@@ -120,3 +123,29 @@ def test_installed_inductor_artifact_imports_nothing_beyond_dynamo(captured) -> 
     dynamo, served = loaded(False), loaded(True)
     assert "torch._inductor.codecache" not in served
     assert served - dynamo == set(), sorted(served - dynamo)
+
+
+SERVE_INFER = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out = {out!r}
+f = tp.load(f"{{out}}/infer.py", f"{{out}}/infer.cache")
+m = dm.MLP()
+with torch.no_grad(), tp.no_compilation():
+    for n in (2, 3, 6):   # 6: a batch the capture never ran, inside the dynamic variant's guards
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(f(m, x), dm.print_break(m, x), atol=1e-4, rtol=1e-4)
+print("served")
+"""
+
+
+def test_a_graph_dynamo_compiled_dynamic_serves_a_batch_the_capture_never_ran(captured) -> None:
+    # the second call's recompile made each frame's graph dynamic in the batch; its
+    # lowering must stay dynamic too (torch 2.14's compile_to_python took a Dynamo
+    # graph for static and baked in the batch of 3: "expected size 6==3")
+    out, stdout = captured
+    assert "SUMMARY infer 2 frames (1 from graph breaks)" in stdout
+    r = run_python(SERVE_INFER.format(tests=str(TESTS), out=str(out))).check()
+    assert "served" in r.stdout

@@ -43,8 +43,9 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
     import torch
     import torch._functorch.config as functorch_config
 
+    from .._compat.lowering import graph_has_dynamic_shapes
+
     try:
-        from torch._functorch._aot_autograd.to_standalone_python import _graph_has_dynamic_shapes
         from torch._guards import TracingContext
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
         from torch._inductor.standalone_compile import (
@@ -68,7 +69,7 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
             seen["meta"] = TracingContext.try_get().fw_metadata
         return compiled
 
-    shapes = "from_graph" if _graph_has_dynamic_shapes(gm) else "from_example_inputs"
+    shapes = "from_graph" if graph_has_dynamic_shapes(gm) else "from_example_inputs"
     try:
         with (
             torch.enable_grad(),

@@ -40,6 +40,7 @@ def _fx_program(gm: Any, backend_id: str) -> str:
 def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
     import torch
 
+    from .._compat.lowering import dynamic_shapes_seen
     from .._kernels import serve_imports
 
     try:
@@ -49,7 +50,8 @@ def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> st
                       "lowering (torch._functorch._aot_autograd.to_standalone_python)") from None
 
     try:
-        program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})
+        with dynamic_shapes_seen(gm):
+            program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
         raise lean_autograd.refusal(e, backend_id, "a standalone program") from None
     return serve_imports.rewrite(program)
