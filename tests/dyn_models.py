@@ -6,7 +6,11 @@ the fresh processes the tests start put this directory on sys.path.
 
 from __future__ import annotations
 
+<<<<<<< HEAD
 import collections
+=======
+import os
+>>>>>>> envguard
 
 import torch
 from torch import nn
@@ -60,6 +64,26 @@ class Parent(nn.Module):
         return self.post(self.child(torch.relu(self.pre(x))))
 
 
+class EnvScaledChild(nn.Module):
+    """A graph break inside a child's forward, then a read of the environment."""
+
+    def forward(self, x):
+        h = torch.sin(x)
+        torch._dynamo.graph_break()
+        return h * int(os.environ["SCALE"])
+
+
+class EnvParent(nn.Module):
+    """Its capture serves installed; the child's continuation guards on $SCALE."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.child = EnvScaledChild()
+
+    def forward(self, x):
+        return self.child(torch.relu(x))
+
+
 class Activation(nn.Module):
     """Holds a Python function in an attribute: a configuration-chosen slot."""
 
@@ -78,6 +102,10 @@ def my_act(x):
 
 def step(model, x):
     return model(x)
+
+
+def env_scaled(x):
+    return x * int(os.environ["SCALE"])  # an item read of os.environ: guarded by value
 
 
 def add_one(x):

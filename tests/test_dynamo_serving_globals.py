@@ -274,3 +274,112 @@ def test_a_functorch_transform_inside_fn_serves_dynamo_free(tmp_path: Path) -> N
     assert "SERVED True False" in lines, lines
     nested = next(line for line in lines if line.startswith("NESTED |"))
     assert "compare_functorch_state([])" in nested, nested
+
+
+ENV_CAPTURE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+from torch_precompile._artifact import read_metadata
+out = {out!r}
+with tp.capture(dm.env_scaled, artifact_path=f"{{out}}/env.py", cache_path=f"{{out}}/env.cache",
+                backend="eager") as cap:
+    cap(torch.ones(2))
+with tp.capture(dm.step, artifact_path=f"{{out}}/envi.py", cache_path=f"{{out}}/envi.cache",
+                backend="eager") as cap:
+    cap(dm.EnvParent(), torch.ones(2))
+import config_models as cm, dyn_config
+with tp.capture(cm.config_scaled, artifact_path=f"{{out}}/cfg.py", cache_path=f"{{out}}/cfg.cache",
+                backend="eager") as cap:
+    for scale in (2, 3):                      # two variants; the guards are built after both
+        dyn_config.SCALE = scale
+        cap(torch.ones(2))
+for name in ("env", "envi", "cfg"):
+    meta = read_metadata(open(f"{{out}}/{{name}}.py").read())
+    print("META |", name, meta["SERVING_MODE"], meta.get("DYNAMO_FREE"), meta.get("DYNAMO_FREE_REFUSED"))
+"""
+
+ENV_SERVE = r"""
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+import dyn_models as dm
+out = {out!r}
+x = torch.ones(2)
+served = {{"standalone": (tp.load(f"{{out}}/env.py", f"{{out}}/env.cache"), lambda f: f(x), lambda: dm.env_scaled(x)),
+          "installed": (tp.load(f"{{out}}/envi.py", f"{{out}}/envi.cache"), lambda f: f(dm.EnvParent(), x),
+                        lambda: dm.step(dm.EnvParent(), x))}}
+def serve(mode, scale, f, call, eager):
+    try:
+        torch.testing.assert_close(call(f), eager())
+        print("SERVED |", mode, scale)
+    except tp.PrecompileError as e:
+        print("REFUSED |", mode, scale, e)
+for scale in ("3", "1", "3"):                 # the value is checked per call, not once at load
+    os.environ["SCALE"] = scale
+    for mode, (f, call, eager) in served.items():
+        serve(mode, scale, f, call, eager)
+import config_models as cm, dyn_config
+f = tp.load(f"{{out}}/cfg.py", f"{{out}}/cfg.cache")
+for scale in (2, 3, 4):
+    dyn_config.SCALE = scale
+    serve("dynamo-free", scale, f, lambda f: f(x), lambda: cm.config_scaled(x))
+"""
+
+
+def test_values_read_through_a_module_are_checked_against_their_captured_values(tmp_path: Path) -> None:
+    # Dynamo's serialized guard on os.environ (or dyn_config.SCALE) holds no value:
+    # a build reads it again through the live module, so without the captured
+    # values the guard would pin the serving process's own $SCALE and never fail,
+    # and a Dynamo-free capture would write the last captured value into every variant.
+    r = run_python(ENV_CAPTURE.format(tests=str(TESTS), out=str(tmp_path)), env={"SCALE": "1"}).check()
+    assert "META | env standalone False an item access with key b'SCALE'" in r.stdout, r.stdout
+    assert "META | envi installed None None" in r.stdout, r.stdout
+    assert "META | cfg standalone True None" in r.stdout, r.stdout
+    r = run_python(ENV_SERVE.format(tests=str(TESTS), out=str(tmp_path)), env={"SCALE": "3"}).check()
+    lines = [line for line in r.stdout.splitlines() if " | " in line]
+    assert len(lines) == 9, r.stdout
+    assert "SERVED | dynamo-free 2" in lines and "SERVED | dynamo-free 3" in lines, r.stdout
+    refused = next(line for line in lines if line.startswith("REFUSED | dynamo-free 4 "))
+    assert "variant 0: G['dyn_config'].SCALE == 2" in refused and "variant 1: G['dyn_config'].SCALE == 3" in refused, refused
+    for mode in ("standalone", "installed"):
+        assert f"SERVED | {mode} 1" in lines, r.stdout  # and equal to eager
+        refused = [line for line in lines if line.startswith(f"REFUSED | {mode} 3 ")]
+        assert len(refused) == 2, r.stdout
+        assert all("failed guards: variant 0: G['os'].environ._data[b'SCALE'] == b'1'" in line
+                   for line in refused), refused
+
+
+def test_a_value_guard_reads_back_the_value_its_capture_rendered() -> None:
+    import ast
+    import math
+    import types
+
+    import torch
+    import torch_precompile._dynamo as dynamo_pkg
+
+    # the driver is a template inlined into artifacts: take the one function out of it
+    path = Path(dynamo_pkg.__file__).parent / "driver.py"
+    fn = next(n for n in ast.parse(path.read_text()).body
+              if isinstance(n, ast.FunctionDef) and n.name == "_pc_captured_value")
+    ns = {"_torch": torch}
+    exec(compile(ast.Module([fn], []), str(path), "exec"), ns)
+
+    def read(*parts: str):
+        return ns["_pc_captured_value"](types.SimpleNamespace(code_list=list(parts)))
+
+    assert read("G['os'].environ._data[b'SCALE'] == b'1'") == ("value", b"1")
+    assert read("L['n'] == 3", "L['n'] == 3") == ("value", 3)  # a build before torch 2.15 repeats parts
+    assert read("G['cfg'].T == (1, 'a', -2.5)") == ("value", (1, "a", -2.5))
+    assert read("G['cfg'].FLAG == False") == ("value", False)
+    assert read("G['cfg'].X is None") == ("value", None)
+    assert read("G['cfg'].DT == torch.float32") == ("value", torch.float32)
+    assert read("G['cfg'].F == -inf") == ("value", float("-inf"))
+    how, nan = read("(type(G['cfg'].F) is float and __math_isnan(G['cfg'].F))")
+    assert how == "value" and math.isnan(nan)
+    # not rebuildable exactly: the load compares the live value's rendering instead
+    assert read("G['cfg'].C == Config(k=1)") == ("rendering", "Config(k=1)")
+    # another form: built from the live value, as Dynamo builds it
+    assert read("G['cfg'].C == <Config object at 0x7f0012345678>") == ("live", None)
+    assert read("G['cfg'].N == 1.0", "G['cfg'].N == 2.0") == ("live", None)

@@ -11,6 +11,7 @@ code objects (installed).
 - ``frames``: the package's frames as artifact records, reachability, serving mode;
 - ``render``: python_code and the cache envelope;
 - ``driver``: the serving half, inlined verbatim into python_code;
+- ``captured_values``: the driver's captured value guards, for the Dynamo-free capture;
 - ``capture``: DynamoCapture, the public state machine and the write gates;
 - ``load``: load_dynamo and the two runnables;
 - ``installed``: the installed runnable's call path under each stance.

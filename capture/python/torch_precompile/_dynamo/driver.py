@@ -295,7 +295,8 @@ def _pc_serving_state(state):
       torchrun worker gets 1), not the computation; every other field stays
       checked;
     - without the invariance policy's slots (_POLICY_DROPPED): kept guards that
-      held one value in every captured variant, of an identity type."""
+      held one value in every captured variant, of an identity type;
+    - its value guards comparing against the captured values (_pc_captured_values)."""
     import json as _json
     import re as _re
 
@@ -317,7 +318,113 @@ def _pc_serving_state(state):
 
         kept = OrderedSet(g for g in graph._guards.inner if slot(g) not in policy)
         graph._guards = type(graph._guards)(kept)
+    _pc_register_captured(state)
     return state
+
+
+def _pc_register_captured(state):
+    """Note the state's value guards for the next build (see _pc_captured_values)."""
+    for g in getattr(getattr(state.output_graph, "_guards", None), "inner", ()):
+        if g.create_fn_name() in _PC_VALUE_GUARDS and g.code_list:
+            entry = (g, " ; ".join(dict.fromkeys(g.code_list)), *_pc_captured_value(g))
+            _PC_CAPTURED[id(g)] = _PC_CAPTURED[id(g.originating_source)] = entry
+
+
+# Guards that compare a value by equality: CONSTANT_MATCH and the ones it picks.
+_PC_VALUE_GUARDS = frozenset({"CONSTANT_MATCH", "EQUALS_MATCH", "BOOL_MATCH", "NONE_MATCH"})
+# id(guard) and id(its source) -> (guard, its captured check, *_pc_captured_value),
+# for the build running now (the build resets guard.code_list).
+_PC_CAPTURED = {}
+
+
+def _pc_captured_value(guard):
+    """How a value guard's build gets the value it compared against at capture,
+    read back from the check it rendered then (``ref == repr(value)``,
+    ``ref is None``, the nan form): ("value", the value) when the rendering
+    rebuilds it exactly (its repr gives the rendering back); ("rendering", the
+    rendered value) when it does not, so the live value is taken and must render
+    alike; ("live", None) for a check of another form, built as Dynamo builds it."""
+    import ast as _ast
+
+    parts = list(dict.fromkeys(guard.code_list))  # before 2.15 a build's parts may repeat
+    if len(parts) != 1:
+        return "live", None
+    text = parts[0]
+    if "__math_isnan(" in text:
+        return "value", float("nan")
+    try:
+        node = _ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return "live", None
+    if not (isinstance(node, _ast.Compare) and len(node.ops) == 1):
+        return "live", None
+    rhs = node.comparators[0]
+    if isinstance(node.ops[0], _ast.Is) and isinstance(rhs, _ast.Constant) and rhs.value is None:
+        return "value", None
+    if not isinstance(node.ops[0], _ast.Eq):
+        return "live", None
+    rendered = _ast.get_source_segment(text, rhs)
+    try:
+        value = _ast.literal_eval(rhs)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        try:  # torch.float32, torch.Size([2, 3]), inf: what a repr names through torch
+            value = eval(compile(_ast.Expression(rhs), "<guard>", "eval"),
+                         {"__builtins__": {}, "torch": _torch, "inf": float("inf")})
+        except Exception:  # noqa: BLE001 - not rebuildable: checked against the live value
+            return "rendering", rendered
+    return ("value", value) if repr(value) == rendered else ("rendering", rendered)
+
+
+class _pc_captured_values:
+    """While a guard manager is built from serialized guards: a value guard
+    compares against the value the capture saw, not the one the serving process
+    holds. Dynamo's serialized guards keep no expected value; the builder reads it
+    again from the pickled scope, and what that scope holds by reference (a module
+    such as ``os``, a class, a function) is the serving process's own object, so
+    ``os.environ["SCALE"]`` or a module constant would be guarded on its new value
+    and could never fail. The capture's rendered check still names the old one. A
+    value that rendering cannot rebuild is taken live, and the load refuses when it
+    renders otherwise than at capture."""
+
+    def __enter__(self):
+        from torch._dynamo.guards import GuardBuilder
+
+        _PC_CAPTURED.clear()
+        self._get = get = GuardBuilder.__dict__["get"]
+
+        def captured_get(builder, guard_or_source, *args, **kwargs):
+            hit = _PC_CAPTURED.get(id(guard_or_source))
+            if hit is None or not (guard_or_source is hit[0] or guard_or_source is hit[0].originating_source):
+                return get(builder, guard_or_source, *args, **kwargs)
+            _guard, check, how, value = hit
+            if how == "value":
+                # the guard's value, and its source's example value, which picks the
+                # guard manager (so an entry gone since capture builds, and fails per call)
+                return value
+            live = get(builder, guard_or_source, *args, **kwargs)
+            if how == "live" or guard_or_source is not _guard:
+                return live
+            if _pc_unaddressed(repr(live)) != _pc_unaddressed(value):
+                _pc_fail(f"the guard {check} held at capture, and here the value is {live!r} "
+                         "(checked at load: the artifact cannot rebuild the captured value); set "
+                         "it back or capture again with this value")
+            return live
+
+        GuardBuilder.get = captured_get
+        return self
+
+    def __exit__(self, *exc):
+        from torch._dynamo.guards import GuardBuilder
+
+        GuardBuilder.get = self._get
+        _PC_CAPTURED.clear()
+        return False
+
+
+def _pc_unaddressed(text):
+    import re as _re
+
+    return _re.sub(r"0x[0-9a-fA-F]+", "0x?", text)
 
 
 def _pc_bind(signature, code, args, kwargs):
@@ -494,11 +601,12 @@ def _pc_standalone():
 
             out = []
             for guards_blob, body in frame["variants"]:
-                state = _pc_serving_state(load_guards_state(guards_blob))
-                key = state.output_graph.name_of_builtins_dict_key_in_fglobals
-                if key:
-                    seed_builtins(key)
-                manager = load_guard_manager(state, target, scope)
+                with _pc_captured_values():
+                    state = _pc_serving_state(load_guards_state(guards_blob))
+                    key = state.output_graph.name_of_builtins_dict_key_in_fglobals
+                    if key:
+                        seed_builtins(key)
+                    manager = load_guard_manager(state, target, scope)
                 out.append((manager.check, _pc_verbose(manager), _pc_dynamo_code(body)))
             return out
 
@@ -615,7 +723,8 @@ def _pc_install():
         load_state = _package_module.load_guards_state
         _package_module.load_guards_state = lambda blob: _pc_serving_state(load_state(blob))
         try:
-            package.install(backends)
+            with _pc_captured_values():
+                package.install(backends)
         finally:
             _package_module.load_guards_state = load_state
     except _PrecompileError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import frames as _frames
 from . import lean_graphs
+from .captured_values import built_with_captured_values
 from .lean_guards import HEAVY, NotLean, Program, record, render
 LAZY = "_pc_lazy"  # the prefix a Dynamo-module alias is renamed under (see the driver)
 
@@ -88,7 +89,9 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
             for vi, (blob, body) in enumerate(r["variants"]):
                 state = serving_state(load_guards_state(blob), policy)
                 name = f"_pc_guards_{fi}_{vi}"
-                prog = lean.guards[name] = render(record(state, target, scope), scope)
+                with built_with_captured_values(state):  # os.environ, a module constant
+                    recording = record(state, target, scope)
+                prog = lean.guards[name] = render(recording, scope)
                 read = _reads(prog.source, set(heavy))
                 if read:
                     raise NotLean(f"the guards of {r['name']!r} read Dynamo's own modules {read}")

@@ -1,0 +1,55 @@
+"""The driver's captured value guards, for the Dynamo-free capture.
+
+Dynamo's serialized guards keep no expected value for a value guard: a build
+reads it again through the pickled scope, whose modules (``os``, a config
+module) are the building process's own. The driver rebuilds such guards against
+the values the capture rendered (``_pc_captured_values`` in driver.py); the
+Dynamo-free capture builds each variant's guards the same way, at the end of the
+capture, when ``os.environ`` or a module constant may hold another value than
+when that variant compiled. The driver is a template inlined into every artifact,
+not an importable module, so its definitions are taken from its source: one
+implementation, whichever process builds the guards.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+from pathlib import Path
+from typing import Any, Iterator
+
+_DRIVER = Path(__file__).with_name("driver.py")
+_NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
+          "_pc_captured_values", "_pc_unaddressed")
+
+
+@functools.lru_cache(maxsize=1)
+def _driver_part() -> dict[str, Any]:
+    import torch
+
+    from .._errors import PrecompileError
+
+    def fail(message: str) -> None:
+        raise PrecompileError(f"capture: {message}")
+
+    tree = ast.parse(_DRIVER.read_text(encoding="utf-8"))
+    body = [n for n in tree.body
+            if (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in _NAMES)
+            or (isinstance(n, ast.Assign) and any(getattr(t, "id", None) in _NAMES for t in n.targets))]
+    ns: dict[str, Any] = {"_torch": torch, "_pc_fail": fail, "__name__": __name__}
+    exec(compile(ast.Module(body, []), str(_DRIVER), "exec"), ns)
+    missing = set(_NAMES) - set(ns)
+    if missing:
+        raise AssertionError(f"driver.py no longer defines {sorted(missing)}")
+    return ns
+
+
+@contextlib.contextmanager
+def built_with_captured_values(state: Any) -> Iterator[Any]:
+    """While a guard build from ``state`` runs: its value guards compare against
+    the values the capture rendered, not the ones this process holds now."""
+    ns = _driver_part()
+    with ns["_pc_captured_values"]():
+        ns["_pc_register_captured"](state)
+        yield state
