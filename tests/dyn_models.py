@@ -6,11 +6,8 @@ the fresh processes the tests start put this directory on sys.path.
 
 from __future__ import annotations
 
-<<<<<<< HEAD
 import collections
-=======
 import os
->>>>>>> envguard
 
 import torch
 from torch import nn
