@@ -16,14 +16,22 @@ not the version.
   runs from 2.15 (earlier: on every call unless ``record_runtime_overhead`` is
   off, which a capture turns off so the served bytecode never imports Dynamo);
 - ``GuardFilterEntry.code_parts`` exists from 2.15 (earlier: ``orig_guard.code_list``,
-  read while the filter runs).
+  read while the filter runs);
+- Dynamo mints a counter-suffixed global (``__builtins_dict___<n>``,
+  ``__resume_at_<offset>_<n>``) free in the frame's module from 2.15
+  (``unique_id_unbound_in``; earlier: from a per-process counter alone, and
+  ``CleanupHook.create`` asserts the name is unbound, so a compile in a process
+  that loaded an artifact re-mints a name the artifact seeded and dies of a bare
+  AssertionError; ``claim_minted_names`` steps the counter past them).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
-from typing import Any, Callable, Iterator
+import itertools
+import re
+from typing import Any, Callable, Iterable, Iterator
 
 from .._errors import PrecompileError
 
@@ -137,3 +145,25 @@ def bytecode_config() -> dict[str, Any]:
     if hasattr(codegen, "_pregraph_marker_enter_template"):
         return {}
     return {"record_runtime_overhead": False}
+
+
+# The counter-suffixed names an artifact seeds into a module: the builtins dict
+# key and continuations (compiled graphs carry a uuid, import aliases no counter).
+_COUNTED = re.compile(r"^(?:__builtins_dict__|__resume_at_\d+)_(\d+)$")
+
+
+def claim_minted_names(scopes: Iterable[dict[str, Any]]) -> None:
+    """Keep Dynamo's later compiles in this process off the counter-suffixed names
+    an artifact seeded into ``scopes`` (module dicts). torch 2.15 mints such a
+    name free in the module; earlier releases take the next number of a counter
+    that starts at 0 in every process, so the capture's numbers come round again:
+    step that counter past the largest seeded one."""
+    from torch._dynamo import bytecode_transformation as bt
+
+    if hasattr(bt, "unique_id_unbound_in"):
+        return
+    top = max((int(m.group(1)) for scope in scopes for name in list(scope)
+               if (m := _COUNTED.match(name))), default=-1)
+    if top < 0:
+        return
+    bt._unique_id_counter = itertools.count(max(next(bt._unique_id_counter), top + 1))
