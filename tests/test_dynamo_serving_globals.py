@@ -64,9 +64,28 @@ print("served")
 """
 
 
+# What plain torch.compile binds into the module for the same frame: torch 2.15
+# binds collections by id to rebuild the OrderedDict subclass, torch 2.11 does
+# not (it rebuilds the output without a by-id global).
+REFERENCE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import odict_models as om
+torch.compile(om.step, backend="eager")(om.Net(), torch.randn(2, 8))
+print("BY_ID", [n for n in vars(om) if n.startswith("___module_collections_")])
+"""
+
+
 def test_by_id_globals_pins_and_thread_count(tmp_path: Path) -> None:
+    ref = run_python(REFERENCE.format(tests=str(TESTS))).check()
     r = run_python(CAPTURE.format(tests=str(TESTS), out=str(tmp_path)), env={"OMP_NUM_THREADS": "2"}).check()
-    assert "BY_ID ['___module_collections_" in r.stdout, r.stdout
+    # The capture sees the by-id global exactly where this torch mints one;
+    # serving below rebuilds the output (and re-creates the global) either way.
+    if "BY_ID ['___module_collections_" in ref.stdout:
+        assert "BY_ID ['___module_collections_" in r.stdout, (ref.stdout, r.stdout)
+    else:
+        assert "BY_ID []" in r.stdout, (ref.stdout, r.stdout)
     # model.act holds a module-level def: dropped (identity), pinned by name, not risky
     assert "ACT () True" in r.stdout, r.stdout
     assert "PINNED_BINDINGS = [[\"L['model'].act\", 'dyn_models.my_act']]" in (tmp_path / "act.py").read_text()
