@@ -271,8 +271,13 @@ import torch, torch_precompile as tp
 import dyn_models as dm
 out, x = {out!r}, torch.arange(4.0)
 if sys.argv[1] == "capture":
-    with tp.capture(dm.vmapped, artifact_path=f"{{out}}/v.py", cache_path=f"{{out}}/v.cache") as cap:
-        cap(x)
+    from torch._dynamo.package import CompilePackage
+    print("SURVIVES_BYPASS", hasattr(CompilePackage, "bypass_current_compile"))
+    try:
+        with tp.capture(dm.vmapped, artifact_path=f"{{out}}/v.py", cache_path=f"{{out}}/v.cache") as cap:
+            cap(x)
+    except tp.PrecompileError as e:
+        print("REFUSED |", e)
 else:
     f = tp.load(f"{{out}}/v.py", f"{{out}}/v.cache")
     print("SERVED", torch.equal(f(x), torch.sin(x) + 1), "torch._dynamo" in sys.modules)
@@ -287,7 +292,18 @@ def test_a_functorch_transform_inside_fn_serves_dynamo_free(tmp_path: Path) -> N
     # torch.vmap inside fn (Mamba's forward reaches torch's pytree registry the same
     # way): the functorch-stack guard and the __import__('torch') accessor are checks
     code = VMAPPED.format(tests=str(TESTS), out=str(tmp_path))
-    run_python(code, args=["capture"]).check()
+    captured = run_python(code, args=["capture"]).check().stdout
+    if "SURVIVES_BYPASS False" in captured:
+        # torch 2.11's saving guard build also promotes the pytree registry's keys
+        # guard to DICT_VERSION, which no package can hold, and its compile dies
+        # after such a bypass: the capture is refused naming the torch version
+        import torch
+
+        refused = next(line for line in captured.splitlines() if line.startswith("REFUSED |"))
+        assert f"torch {torch.__version__}" in refused and "DICT_VERSION" in refused, refused
+        assert not (tmp_path / "v.py").exists()
+        return
+    assert "REFUSED |" not in captured, captured
     assert "DYNAMO_FREE = True" in (tmp_path / "v.py").read_text()
     lines = run_python(code, args=["serve"]).check().stdout.splitlines()
     assert "SERVED True False" in lines, lines

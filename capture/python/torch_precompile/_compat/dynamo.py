@@ -10,7 +10,10 @@ not the version.
 - ``PrecompileContext.take_artifact`` exists from 2.15 (earlier: the same pop on
   the class's artifact dict);
 - ``CompilePackage.bypass_current_compile`` exists from 2.15 (earlier: a bypass
-  is not observable, so no bypassed frame is told apart);
+  is seen only as ``bypass_current_entry``, so no bypassed frame is told apart;
+  and the compile that bypassed then dies in ``convert_frame`` on
+  ``assert check_fn.guards_state is not None``, which tests its own package
+  reference rather than the output graph's: ``bypass_kills_the_compile``);
 - ``CompilePackage.current_entry`` is public from 2.15 (earlier: ``_current_entry``);
 - the transformed bytecode reads Dynamo's profiler marker only while a profiler
   runs from 2.15 (earlier: on every call unless ``record_runtime_overhead`` is
@@ -101,6 +104,13 @@ def take_artifact(key: str) -> Any:
 
 def watches_bypasses(package: Any) -> bool:
     return hasattr(package, "bypass_current_compile")
+
+
+def bypass_kills_the_compile(package: Any) -> bool:
+    """Whether a package bypass ends the frame's compile in an AssertionError
+    inside torch (releases without ``bypass_current_compile``, whose
+    ``_compile_inner`` asserts a guard state the bypass left unset)."""
+    return not hasattr(package, "bypass_current_compile") and hasattr(package, "bypass_current_entry")
 
 
 def bypass_reason() -> str | None:
