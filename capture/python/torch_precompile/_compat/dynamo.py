@@ -14,6 +14,10 @@ not the version.
   and the compile that bypassed then dies in ``convert_frame`` on
   ``assert check_fn.guards_state is not None``, which tests its own package
   reference rather than the output graph's: ``bypass_kills_the_compile``);
+- serializing a frame's guard state turns any error into a ``PackageError``, so
+  the frame is bypassed, from 2.15 (earlier: a type no package can name, e.g.
+  a parametrized module or a TorchScript function, fails the compile with an
+  ``InternalTorchDynamoError``: ``guard_serialization_error``);
 - ``CompilePackage.current_entry`` is public from 2.15 (earlier: ``_current_entry``);
 - the transformed bytecode reads Dynamo's profiler marker only while a profiler
   runs from 2.15 (earlier: on every call unless ``record_runtime_overhead`` is
@@ -111,6 +115,25 @@ def bypass_kills_the_compile(package: Any) -> bool:
     inside torch (releases without ``bypass_current_compile``, whose
     ``_compile_inner`` asserts a guard state the bypass left unset)."""
     return not hasattr(package, "bypass_current_compile") and hasattr(package, "bypass_current_entry")
+
+
+def guard_serialization_error(e: BaseException) -> str | None:
+    """The error serializing a frame's guard state raised, where torch let it fail
+    the compile instead of bypassing the package (see the module docstring);
+    None for any other error."""
+    found = None
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:  # the innermost one, not Dynamo's wrapper
+        seen.add(id(cause))
+        tb = cause.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_name in ("serialize_guards", "pickle_guards_state"):
+                found = f"{type(cause).__name__}: {cause}"
+                break
+            tb = tb.tb_next
+        cause = cause.__cause__ or cause.__context__
+    return found
 
 
 def bypass_reason() -> str | None:

@@ -195,6 +195,13 @@ class Session:
                     "(its compile fails on the missing guard state; torch 2.15 goes on and records "
                     "the frame as bypassed); keep that code out of fn, capture with MakeFxTracer, or "
                     "capture on torch 2.15")
+            elif (serializing := _compat.guard_serialization_error(e)) is not None:
+                from .frames import bypass_explanation
+
+                e = PrecompileError(
+                    f"capture: Dynamo could not package a frame of {self.fn.__module__}."
+                    f"{self.fn.__qualname__}, and torch {torch.__version__} fails its compile "
+                    f"instead of bypassing it (torch 2.15 bypasses it). {bypass_explanation(serializing)}")
             elif type(e).__name__ == "PackageError":
                 e = PrecompileError(
                     f"capture: Dynamo's package refused a frame of {self.fn.__module__}."
