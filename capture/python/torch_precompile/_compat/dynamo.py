@@ -14,6 +14,10 @@ not the version.
   and the compile that bypassed then dies in ``convert_frame`` on
   ``assert check_fn.guards_state is not None``, which tests its own package
   reference rather than the output graph's: ``bypass_kills_the_compile``);
+- ``convert_frame._compile`` takes the frame's cache entries as a list
+  (``cache_entries``, ``cache_entries_for_reasons``) in 2.15 (earlier: the head
+  of a linked list, ``cache_entry``, which the recompile reasons also take):
+  ``compile_cache_entries``;
 - serializing a frame's guard state turns any error into a ``PackageError``, so
   the frame is bypassed, from 2.15 (earlier: a type no package can name, e.g.
   a parametrized module or a TorchScript function, fails the compile with an
@@ -108,6 +112,20 @@ def take_artifact(key: str) -> Any:
 
 def watches_bypasses(package: Any) -> bool:
     return hasattr(package, "bypass_current_compile")
+
+
+def compile_cache_entries(arguments: dict[str, Any]) -> tuple[list[Any], Any]:
+    """From the bound arguments of ``convert_frame._compile``: the frame's cache
+    entries, and what ``get_and_maybe_log_recompilation_reasons`` takes for them."""
+    if "cache_entries" in arguments or "cache_entries_for_reasons" in arguments:
+        entries = list(arguments.get("cache_entries") or [])
+        return entries, arguments.get("cache_entries_for_reasons") or entries
+    head = arguments.get("cache_entry")
+    entries, entry = [], head
+    while entry is not None:
+        entries.append(entry)
+        entry = entry.next
+    return entries, head
 
 
 def bypass_kills_the_compile(package: Any) -> bool:
