@@ -64,9 +64,28 @@ print("served")
 """
 
 
+# What plain torch.compile binds into the module for the same frame: torch 2.15
+# binds collections by id to rebuild the OrderedDict subclass, torch 2.11 does
+# not (it rebuilds the output without a by-id global).
+REFERENCE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import odict_models as om
+torch.compile(om.step, backend="eager")(om.Net(), torch.randn(2, 8))
+print("BY_ID", [n for n in vars(om) if n.startswith("___module_collections_")])
+"""
+
+
 def test_by_id_globals_pins_and_thread_count(tmp_path: Path) -> None:
+    ref = run_python(REFERENCE.format(tests=str(TESTS))).check()
     r = run_python(CAPTURE.format(tests=str(TESTS), out=str(tmp_path)), env={"OMP_NUM_THREADS": "2"}).check()
-    assert "BY_ID ['___module_collections_" in r.stdout, r.stdout
+    # The capture sees the by-id global exactly where this torch mints one;
+    # serving below rebuilds the output (and re-creates the global) either way.
+    if "BY_ID ['___module_collections_" in ref.stdout:
+        assert "BY_ID ['___module_collections_" in r.stdout, (ref.stdout, r.stdout)
+    else:
+        assert "BY_ID []" in r.stdout, (ref.stdout, r.stdout)
     # model.act holds a module-level def: dropped (identity), pinned by name, not risky
     assert "ACT () True" in r.stdout, r.stdout
     assert "PINNED_BINDINGS = [[\"L['model'].act\", 'dyn_models.my_act']]" in (tmp_path / "act.py").read_text()
@@ -252,8 +271,13 @@ import torch, torch_precompile as tp
 import dyn_models as dm
 out, x = {out!r}, torch.arange(4.0)
 if sys.argv[1] == "capture":
-    with tp.capture(dm.vmapped, artifact_path=f"{{out}}/v.py", cache_path=f"{{out}}/v.cache") as cap:
-        cap(x)
+    from torch._dynamo.package import CompilePackage
+    print("SURVIVES_BYPASS", hasattr(CompilePackage, "bypass_current_compile"))
+    try:
+        with tp.capture(dm.vmapped, artifact_path=f"{{out}}/v.py", cache_path=f"{{out}}/v.cache") as cap:
+            cap(x)
+    except tp.PrecompileError as e:
+        print("REFUSED |", e)
 else:
     f = tp.load(f"{{out}}/v.py", f"{{out}}/v.cache")
     print("SERVED", torch.equal(f(x), torch.sin(x) + 1), "torch._dynamo" in sys.modules)
@@ -268,7 +292,18 @@ def test_a_functorch_transform_inside_fn_serves_dynamo_free(tmp_path: Path) -> N
     # torch.vmap inside fn (Mamba's forward reaches torch's pytree registry the same
     # way): the functorch-stack guard and the __import__('torch') accessor are checks
     code = VMAPPED.format(tests=str(TESTS), out=str(tmp_path))
-    run_python(code, args=["capture"]).check()
+    captured = run_python(code, args=["capture"]).check().stdout
+    if "SURVIVES_BYPASS False" in captured:
+        # torch 2.11's saving guard build also promotes the pytree registry's keys
+        # guard to DICT_VERSION, which no package can hold, and its compile dies
+        # after such a bypass: the capture is refused naming the torch version
+        import torch
+
+        refused = next(line for line in captured.splitlines() if line.startswith("REFUSED |"))
+        assert f"torch {torch.__version__}" in refused and "DICT_VERSION" in refused, refused
+        assert not (tmp_path / "v.py").exists()
+        return
+    assert "REFUSED |" not in captured, captured
     assert "DYNAMO_FREE = True" in (tmp_path / "v.py").read_text()
     lines = run_python(code, args=["serve"]).check().stdout.splitlines()
     assert "SERVED True False" in lines, lines

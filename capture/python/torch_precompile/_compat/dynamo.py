@@ -10,20 +10,39 @@ not the version.
 - ``PrecompileContext.take_artifact`` exists from 2.15 (earlier: the same pop on
   the class's artifact dict);
 - ``CompilePackage.bypass_current_compile`` exists from 2.15 (earlier: a bypass
-  is not observable, so no bypassed frame is told apart);
+  is seen only as ``bypass_current_entry``, so no bypassed frame is told apart;
+  and the compile that bypassed then dies in ``convert_frame`` on
+  ``assert check_fn.guards_state is not None``, which tests its own package
+  reference rather than the output graph's: ``bypass_kills_the_compile``);
+- ``convert_frame._compile`` takes the frame's cache entries as a list
+  (``cache_entries``, ``cache_entries_for_reasons``) in 2.15 (earlier: the head
+  of a linked list, ``cache_entry``, which the recompile reasons also take):
+  ``compile_cache_entries``;
+- serializing a frame's guard state turns any error into a ``PackageError``, so
+  the frame is bypassed, from 2.15 (earlier: a type no package can name, e.g.
+  a parametrized module or a TorchScript function, fails the compile with an
+  ``InternalTorchDynamoError``: ``guard_serialization_error``);
 - ``CompilePackage.current_entry`` is public from 2.15 (earlier: ``_current_entry``);
 - the transformed bytecode reads Dynamo's profiler marker only while a profiler
   runs from 2.15 (earlier: on every call unless ``record_runtime_overhead`` is
   off, which a capture turns off so the served bytecode never imports Dynamo);
 - ``GuardFilterEntry.code_parts`` exists from 2.15 (earlier: ``orig_guard.code_list``,
-  read while the filter runs).
+  read while the filter runs);
+- Dynamo mints a counter-suffixed global (``__builtins_dict___<n>``,
+  ``__resume_at_<offset>_<n>``) free in the frame's module from 2.15
+  (``unique_id_unbound_in``; earlier: from a per-process counter alone, and
+  ``CleanupHook.create`` asserts the name is unbound, so a compile in a process
+  that loaded an artifact re-mints a name the artifact seeded and dies of a bare
+  AssertionError; ``claim_minted_names`` steps the counter past them).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
-from typing import Any, Callable, Iterator
+import itertools
+import re
+from typing import Any, Callable, Iterable, Iterator
 
 from .._errors import PrecompileError
 
@@ -95,6 +114,46 @@ def watches_bypasses(package: Any) -> bool:
     return hasattr(package, "bypass_current_compile")
 
 
+def compile_cache_entries(arguments: dict[str, Any]) -> tuple[list[Any], Any]:
+    """From the bound arguments of ``convert_frame._compile``: the frame's cache
+    entries, and what ``get_and_maybe_log_recompilation_reasons`` takes for them."""
+    if "cache_entries" in arguments or "cache_entries_for_reasons" in arguments:
+        entries = list(arguments.get("cache_entries") or [])
+        return entries, arguments.get("cache_entries_for_reasons") or entries
+    head = arguments.get("cache_entry")
+    entries, entry = [], head
+    while entry is not None:
+        entries.append(entry)
+        entry = entry.next
+    return entries, head
+
+
+def bypass_kills_the_compile(package: Any) -> bool:
+    """Whether a package bypass ends the frame's compile in an AssertionError
+    inside torch (releases without ``bypass_current_compile``, whose
+    ``_compile_inner`` asserts a guard state the bypass left unset)."""
+    return not hasattr(package, "bypass_current_compile") and hasattr(package, "bypass_current_entry")
+
+
+def guard_serialization_error(e: BaseException) -> str | None:
+    """The error serializing a frame's guard state raised, where torch let it fail
+    the compile instead of bypassing the package (see the module docstring);
+    None for any other error."""
+    found = None
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:  # the innermost one, not Dynamo's wrapper
+        seen.add(id(cause))
+        tb = cause.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_name in ("serialize_guards", "pickle_guards_state"):
+                found = f"{type(cause).__name__}: {cause}"
+                break
+            tb = tb.tb_next
+        cause = cause.__cause__ or cause.__context__
+    return found
+
+
 def bypass_reason() -> str | None:
     """The reason Dynamo gave for the package bypass now in progress, read from
     its caller: ``OutputGraph.bypass_package(reason)`` logs the reason and then
@@ -137,3 +196,25 @@ def bytecode_config() -> dict[str, Any]:
     if hasattr(codegen, "_pregraph_marker_enter_template"):
         return {}
     return {"record_runtime_overhead": False}
+
+
+# The counter-suffixed names an artifact seeds into a module: the builtins dict
+# key and continuations (compiled graphs carry a uuid, import aliases no counter).
+_COUNTED = re.compile(r"^(?:__builtins_dict__|__resume_at_\d+)_(\d+)$")
+
+
+def claim_minted_names(scopes: Iterable[dict[str, Any]]) -> None:
+    """Keep Dynamo's later compiles in this process off the counter-suffixed names
+    an artifact seeded into ``scopes`` (module dicts). torch 2.15 mints such a
+    name free in the module; earlier releases take the next number of a counter
+    that starts at 0 in every process, so the capture's numbers come round again:
+    step that counter past the largest seeded one."""
+    from torch._dynamo import bytecode_transformation as bt
+
+    if hasattr(bt, "unique_id_unbound_in"):
+        return
+    top = max((int(m.group(1)) for scope in scopes for name in list(scope)
+               if (m := _COUNTED.match(name))), default=-1)
+    if top < 0:
+        return
+    bt._unique_id_counter = itertools.count(max(next(bt._unique_id_counter), top + 1))

@@ -751,6 +751,17 @@ def _pc_install_targets():
     return codes
 
 
+
+def _pc_seeded_scopes():
+    """The module dicts this artifact seeds Dynamo-minted names into, once loaded
+    (torch_precompile.load() keeps later compiles in the process off those names)."""
+    if SERVING_MODE == "standalone":
+        names = {frame["module"] for frame in _pc_unpack(_FRAMES)}
+    else:
+        names = {FN_MODULE, *(code.python_module for code in _pc_unpack(_PACKAGE).codes)}
+    return [vars(_pc_import(name)) for name in sorted(names | set(_PC_MINTED))]
+
+
 if SERVING_MODE == "standalone":
     forward = _pc_standalone()
 else:

@@ -205,7 +205,7 @@ _BYPASS_REMEDIES = (
      "parameter before the capture (torch.nn.utils.parametrize.remove_parametrizations("
      "module, 'weight') keeps its current value), or capture with MakeFxTracer(), which "
      "lifts the parameters as they are"),
-    ("ScriptFunction'> cannot be saved",
+    ("ScriptFunction'>",  # 2.15: "...ScriptFunction'> cannot be saved", 2.11: "...'> for object"
      "a TorchScript function (@torch.jit.script: DeBERTa-v2's attention helpers) reached "
      "from the frame has a type Dynamo cannot name in a package. Capture with PYTORCH_JIT=0 "
      "in the environment (set before torch is imported, so @torch.jit.script returns the "

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from .. import _native
+from .._compat import dynamo as _compat
 from .._bases import PrecompiledRunnable
 from .._errors import PrecompileError
 
@@ -73,6 +74,8 @@ def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, b
         from .._loader import StandaloneRunnable
 
         ns = _exec(text, artifact_path)
+        if not meta.get("DYNAMO_FREE"):
+            _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
         return StandaloneRunnable(ns["forward"], meta, artifact_path)
     if mode != "installed":
         raise PrecompileError(f"load: {artifact_path!r} has an unknown SERVING_MODE {mode!r}")
@@ -80,6 +83,7 @@ def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, b
     ns = _exec(text, artifact_path)
     _refuse_live_entries(ns, str(meta.get("FN_NAME")))
     fn, _package = ns["_pc_install"]()
+    _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
     from .installed import InstalledRunnable
 
     return InstalledRunnable(fn, meta, artifact_path, allow_serve_time_compiles=allow_serve_time_compiles)

@@ -128,6 +128,7 @@ class Session:
         self.graph_bypassed: set[Any] = set()
         # frame key -> the reason Dynamo gave for bypassing it (the first one)
         self.bypass_reasons: dict[Any, str] = {}
+        self.fatal_bypass: tuple[str, str] | None = None  # see _compat.bypass_kills_the_compile
         self._watch_bypasses()
         self.errors: list[str] = []
         self.calls = 0
@@ -176,6 +177,7 @@ class Session:
         accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
         _watch_recompile_limit()
         _running.append(self)
+        self.fatal_bypass = None
         from .process_groups import take_rank_reads, watching_rank_reads
 
         take_rank_reads()  # reads before this call were of no trace of it
@@ -184,7 +186,23 @@ class Session:
                   _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
-            if type(e).__name__ == "PackageError":
+            if isinstance(e, AssertionError) and self.fatal_bypass is not None:
+                where, reason = self.fatal_bypass
+                e = PrecompileError(
+                    f"capture: Dynamo could not package the frame {where} of "
+                    f"{self.fn.__module__}.{self.fn.__qualname__} ({reason}), and torch "
+                    f"{torch.__version__} cannot go on compiling a frame it stopped packaging "
+                    "(its compile fails on the missing guard state; torch 2.15 goes on and records "
+                    "the frame as bypassed); keep that code out of fn, capture with MakeFxTracer, or "
+                    "capture on torch 2.15")
+            elif (serializing := _compat.guard_serialization_error(e)) is not None:
+                from .frames import bypass_explanation
+
+                e = PrecompileError(
+                    f"capture: Dynamo could not package a frame of {self.fn.__module__}."
+                    f"{self.fn.__qualname__}, and torch {torch.__version__} fails its compile "
+                    f"instead of bypassing it (torch 2.15 bypasses it). {bypass_explanation(serializing)}")
+            elif type(e).__name__ == "PackageError":
                 e = PrecompileError(
                     f"capture: Dynamo's package refused a frame of {self.fn.__module__}."
                     f"{self.fn.__qualname__} ({e}); capture with MakeFxTracer, or keep that "
@@ -208,6 +226,18 @@ class Session:
         from one whose graph the bypass threw away (a gap)."""
         from .guards import frame_key
 
+        if _compat.bypass_kills_the_compile(self.package):
+            package, entry_bypass = self.package, self.package.bypass_current_entry
+
+            def bypass_current_entry() -> None:
+                entry = _compat.current_entry(package)
+                code = entry.python_code if entry is not None else None
+                where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})" if code else "a frame"
+                self.fatal_bypass = (where, _compat.bypass_reason() or "Dynamo logged why")
+                entry_bypass()
+
+            package.bypass_current_entry = bypass_current_entry
+            return
         if not _compat.watches_bypasses(self.package):
             return
         package, bypass = self.package, self.package.bypass_current_compile

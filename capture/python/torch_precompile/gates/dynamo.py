@@ -28,6 +28,7 @@ from types import CodeType, ModuleType
 from typing import Any, Callable
 
 from .. import _lockdown
+from .._compat import dynamo as _compat
 from .._errors import PrecompileError
 from .on_import import when_imported
 from .patch import gate, name_of, refuse, replace
@@ -100,7 +101,7 @@ def where(code: CodeType) -> str:
 def describe(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:
     """What Dynamo was about to do: a first compile, or a recompile and why."""
     code: CodeType = arguments["code"]
-    entries = arguments.get("cache_entries") or []
+    entries, _ = _compat.compile_cache_entries(arguments)
     verb = "torch._dynamo.export" if arguments.get("export") else "torch.compile"
     if not entries and arguments.get("cache_entry") is None:
         return f"{verb} of {where(code)} — first compile, no cache entry —"
@@ -114,7 +115,7 @@ def _guard_failure(convert_frame: ModuleType, arguments: dict[str, Any]) -> str:
     """The first failed guard, as Dynamo's recompile log would name it."""
     try:
         reasons = convert_frame.get_and_maybe_log_recompilation_reasons(
-            arguments.get("cache_entries_for_reasons") or arguments["cache_entries"],
+            _compat.compile_cache_entries(arguments)[1],
             arguments["frame"],
             convert_frame.innermost_backend(arguments["compiler_fn"]),
             skip_logging=True,
