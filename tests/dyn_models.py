@@ -97,6 +97,31 @@ def my_act(x):
     return x * torch.sigmoid(x)
 
 
+class PrintingChild(nn.Module):
+    """A graph break (a print) inside a child module's forward that reads nothing
+    of Dynamo: its artifact serves installed, and Dynamo-free."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.sin(self.inner(x))
+        print("inside the child")
+        return h * 2
+
+
+class PrintParent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre = nn.Linear(8, 8)
+        self.child = PrintingChild()
+        self.post = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.post(self.child(torch.relu(self.pre(x))))
+
+
 def step(model, x):
     return model(x)
 

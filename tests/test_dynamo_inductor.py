@@ -110,9 +110,11 @@ print("LOADED", sorted(m for m in sys.modules
 @pytest.mark.skipif(not has_standalone_lowering(), reason="before torch 2.14 an installed inductor graph "
                     "keeps AOTAutograd's runtime and Inductor's loader (README: torch releases)")
 def test_installed_inductor_artifact_imports_nothing_beyond_dynamo(captured) -> None:
-    """An installed artifact needs Dynamo's frame evaluator, and `import torch._dynamo`
-    itself loads part of Inductor and AOTAutograd; serving its frozen kernels
-    loads none of the rest (no codecache, graph loader or AOTAutograd runtime)."""
+    """This model's child calls torch._dynamo.graph_break(), so serving it imports
+    Dynamo (the model reads it), and `import torch._dynamo` itself loads part of
+    Inductor and AOTAutograd; serving its frozen kernels loads none of the rest
+    (no codecache, graph loader or AOTAutograd runtime). Installed artifacts that
+    read nothing of Dynamo import neither: test_dynamo_lean."""
     import ast
 
     out, _ = captured

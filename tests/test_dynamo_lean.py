@@ -2,7 +2,9 @@
 host, locked down under the strict shim, the served process never imports
 ``torch._dynamo`` or ``torch._inductor``, runs no compiler (journal), returns
 eager's outputs, and still refuses a call its guards do not cover with a
-PrecompileError naming the failed guard. A graph captured with grad on serves its
+PrecompileError naming the failed guard. So does an installed one (a break
+inside a child module's forward), served by the frame evaluator that
+``import torch`` already loads. A graph captured with grad on serves its
 Inductor forward and backward, gradients equal to eager's; one that mutates its
 inputs under autograd keeps Dynamo's runtime and says why in the artifact."""
 
@@ -27,6 +29,10 @@ CASES = [
     ("train_break_inductor", "print_break", "MLP", "inductor", True),
     # batch norm in train mode updates its running statistics: an input mutation
     ("bn_train_inductor", "step", "DropMLP", "inductor", True),
+    # a break inside a child's forward: installed, served by the frame evaluator in torch._C
+    ("installed_eager", "step", "PrintParent", "eager", False),
+    ("installed_inductor", "step", "PrintParent", "inductor", False),
+    ("installed_train_inductor", "step", "PrintParent", "inductor", True),
 ]
 NOT_FREE = {"bn_train_inductor": "mutates its inputs"}
 if not has_standalone_lowering():  # torch 2.11: inductor graphs keep AOTAutograd's runtime
@@ -57,6 +63,7 @@ model, twin = getattr(m, {model!r})().train(), getattr(m, {model!r})().train()
 twin.load_state_dict(model.state_dict())
 x = torch.randn(4, 8)
 f = tp.load({code!r}, {cache!r})
+assert f.installed is {name!r}.startswith("installed"), f
 with torch.set_grad_enabled({grad!r}):
     with tp.no_compilation():
         y = f(model, x)
@@ -103,7 +110,7 @@ def test_cold_serve_imports_neither_dynamo_nor_inductor(pairs, tmp_path: Path, n
         assert free is True, metas[name]
     env, journal = cold_host(tmp_path)
     code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"),
-                        fn=fn, model=model, grad=grad)
+                        fn=fn, model=model, grad=grad, name=name)
     r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
     assert "SERVED" in r.stdout and r.stdout.count("REFUSED") == 2, r.stdout
     assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"

@@ -129,6 +129,10 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
             "module": code.python_module,
             "code": code.python_code,
             "resume_names": list(code.function_names) if code.install_to_global else [],
+            # where an ordinary-call frame's live code object is found again
+            "lookup": ((code.function_names[0], code.code_source)
+                       if not code.install_to_global and code.code_source and len(code.function_names) == 1
+                       else None),
             "imports": dict(code.import_sources),
             "backend_ids": [] if bypassed else list(code.backend_ids),
             "variants": variants,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from .. import _native
@@ -24,10 +25,14 @@ def _exec(text: str, path: str) -> dict[str, Any]:
 
 def _refuse_installed_here(meta: dict[str, Any], allow_serve_time_compiles: bool) -> None:
     """What an installed artifact cannot serve through, checked before anything is installed."""
-    import torch
+    import sys
 
     name = meta.get("FN_NAME")
-    if torch._dynamo.config.compiled_autograd:
+    # Dynamo's settings, where it is imported (a Dynamo-free artifact does not import it)
+    config = sys.modules.get("torch._dynamo.config")
+    if config is None and not meta.get("DYNAMO_FREE"):
+        import torch._dynamo.config as config
+    if config is not None and config.compiled_autograd:
         raise PrecompileError(
             f"load: the installed artifact of {name} refuses to load with "
             "torch._dynamo.config.compiled_autograd enabled, which would compile backward "
@@ -35,7 +40,7 @@ def _refuse_installed_here(meta: dict[str, Any], allow_serve_time_compiles: bool
         )
     from torch._utils_internal import justknobs_check
 
-    if (os.environ.get("TORCHDYNAMO_DISABLE", "") == "1" or torch._dynamo.config.disable
+    if (os.environ.get("TORCHDYNAMO_DISABLE", "") == "1" or (config is not None and config.disable)
             or not justknobs_check("pytorch/compiler:enable_dynamo")):
         raise PrecompileError(
             f"load: the installed artifact of {name} serves through Dynamo's frame evaluator, "
@@ -67,7 +72,7 @@ def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, b
     """The runnable for a DynamoTracer artifact; ``entries`` (the verified cache
     entries) were already primed by the caller and are not needed here."""
     mode = meta.get("SERVING_MODE", "standalone")
-    if not (mode == "standalone" and meta.get("DYNAMO_FREE")):
+    if not meta.get("DYNAMO_FREE"):
         import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
 
     if mode == "standalone":
@@ -82,8 +87,12 @@ def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, b
     _refuse_installed_here(meta, allow_serve_time_compiles)
     ns = _exec(text, artifact_path)
     _refuse_live_entries(ns, str(meta.get("FN_NAME")))
-    fn, _package = ns["_pc_install"]()
-    _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
+    if meta.get("DYNAMO_FREE"):
+        fn = ns["_pc_lean_install"]()
+    else:
+        fn, _package = ns["_pc_install"]()
+    if "torch._dynamo" in sys.modules or allow_serve_time_compiles:
+        _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
     from .installed import InstalledRunnable
 
-    return InstalledRunnable(fn, meta, artifact_path, allow_serve_time_compiles=allow_serve_time_compiles)
+    return InstalledRunnable(fn, meta, artifact_path, allow_serve_time_compiles=allow_serve_time_compiles, ns=ns)

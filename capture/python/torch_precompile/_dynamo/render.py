@@ -46,7 +46,8 @@ _MODE_NOTES = {
 # SERVING_MODE = "installed": a frame is entered only by an ordinary call (a
 # graph break inside a child module's forward), so loading installs the
 # captured entries onto the live code objects and the frame evaluator serves
-# them. Calls refuse to compile unless loaded with allow_serve_time_compiles=True.
+# them (the one in torch._C: a Dynamo-free artifact imports no Dynamo to do it).
+# Calls refuse to compile unless loaded with allow_serve_time_compiles=True.
 """,
 }
 
@@ -86,6 +87,23 @@ def _package_for_install(entry: Any, records: list[dict[str, Any]]) -> Any:
             c = dataclasses.replace(c, guarded_codes=[], backend_ids=[], bypassed=False)
         codes.append(c)
     return dataclasses.replace(entry, codes=codes)
+
+
+def _inlined_sources(entry: Any) -> list[tuple[str, int, int, str]]:
+    """(module, first line, last line, sha256) of every source Dynamo traced: a
+    Dynamo-free installed artifact refuses to install when one changed, as
+    Dynamo's own package does."""
+    return sorted((s.module, s.firstlineno, s.lastlineno, s.checksum)
+                  for s in entry.source_info.inlined_sources)
+
+
+def _torch_compiled_modules() -> list[str]:
+    """The torch modules whose functions Dynamo compiles when a frame of theirs
+    is entered directly (everything else of torch it skips): the serving
+    process's frame evaluator asks Dynamo about a frame of these."""
+    from torch._dynamo import trace_rules
+
+    return sorted(trace_rules.LEGACY_MOD_INLINELIST)
 
 
 def metadata(session: Any, records: list[dict[str, Any]], summary: PrecompileSummary,
@@ -189,31 +207,32 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
     meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, describe(rc)) for r in records
                                                         for expr, rc in r["pins"]})]
-    lean, why = None, None
-    if mode == "standalone":
-        from .lean import NotLean, build
+    from .lean import NotLean, build
 
-        try:
-            lean = build(session, records, payloads, set(summary.policy_dropped_guards))
-        except NotLean as e:
-            why = str(e)
+    lean, why = None, None
+    try:
+        lean = build(session, records, payloads, set(summary.policy_dropped_guards))
+    except NotLean as e:
+        why = str(e)
+    meta["DYNAMO_FREE"] = lean is not None
+    if why is not None:
+        meta["DYNAMO_FREE_REFUSED"] = why
     programs = None
-    if mode == "installed":
-        from .lean import NotLean
+    if mode == "installed" and lean is None:
         from .lean_graphs import programs as graph_programs
 
         try:
             programs = graph_programs(session, payloads)
         except NotLean as e:
-            why = str(e)
-        meta["GRAPHS_AS_PROGRAMS"] = programs is not None
-    else:
-        meta["DYNAMO_FREE"] = lean is not None
-    if why is not None:
-        meta["DYNAMO_FREE_REFUSED" if mode == "standalone" else "GRAPHS_AS_PROGRAMS_REFUSED"] = why
+            meta["GRAPHS_AS_PROGRAMS_REFUSED"] = str(e)
+    if mode == "installed":
+        meta["GRAPHS_AS_PROGRAMS"] = lean is not None or programs is not None
     sections = [("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments")]
     if lean is not None:
         sections.append(("_FRAMES", lean.frames, "frame records"))
+        if mode == "installed":
+            sections.append(("_SOURCES", _inlined_sources(entry), "the captured sources' checksums"))
+            sections.append(("_TORCH_COMPILED", _torch_compiled_modules(), "torch modules Dynamo compiles"))
     elif mode == "standalone":
         sections.append(("_FRAMES", records, "frame records"))
     else:
