@@ -78,6 +78,17 @@ def _library_code(code: types.CodeType) -> bool:
     return any(path.startswith(os.path.realpath(r) + os.sep) for r in roots)
 
 
+def _lookup(code: Any) -> tuple[str, str] | None:
+    """(function name, code source) an ordinary-call frame's live code object is
+    found by, as Dynamo's package finds it; None for a continuation or a code
+    nothing names."""
+    source = getattr(code, "code_source", None)
+    names = list(getattr(code, "function_names", ()))
+    if code.install_to_global or not source or len(names) != 1:
+        return None
+    return names[0], source
+
+
 def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]],
                   graph_bypassed: set[tuple[str, str, int]] = frozenset()) -> list[dict[str, Any]]:
     """One record per code the package holds, entry first.
@@ -130,9 +141,7 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
             "code": code.python_code,
             "resume_names": list(code.function_names) if code.install_to_global else [],
             # where an ordinary-call frame's live code object is found again
-            "lookup": ((code.function_names[0], code.code_source)
-                       if not code.install_to_global and code.code_source and len(code.function_names) == 1
-                       else None),
+            "lookup": _lookup(code),
             "imports": dict(code.import_sources),
             "backend_ids": [] if bypassed else list(code.backend_ids),
             "variants": variants,
