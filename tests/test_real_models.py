@@ -4,7 +4,8 @@ the inductor backend in one process each, served in a fresh cold-host process
 (empty Inductor/Triton caches, fresh TMPDIR and cwd) under
 TORCH_PRECOMPILE_NO_COMPILATION=1 and the strict shim, with a journal.
 
-Each serve checks outputs against eager (1e-4), a second shape (served where a
+Each serve perturbs every parameter of its model (other weights than the capture's)
+and checks outputs against eager on those weights (1e-4), a second shape (served where a
 captured variant covers it, else a PrecompileError naming the failed guard),
 and 0 journal records. Every artifact is Dynamo-free (guards as checks, graphs
 as programs). The GPT-2 training step checks the loss and every parameter's
@@ -54,10 +55,11 @@ import copy, json, sys
 sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp
 import hf_models as hm
+from lib_models import perturb
 from scenario_tools import assert_close, assert_models_match
 name, out = {name!r}, {out!r}
 build, step, inputs, calls, grad = {spec!r}
-model = getattr(hm, build)()
+model = perturb(getattr(hm, build)())   # other weights than the capture's
 fn = getattr(hm, step)
 make = getattr(hm, inputs)
 f = tp.load(f"{{out}}/{{name}}.py", f"{{out}}/{{name}}.cache")

@@ -7,6 +7,8 @@ code objects (installed).
 
 - ``session``: the capture session (Dynamo wrapper, per-call config, truncation);
 - ``guards``: the guard filter and its ledger (kept, dropped, risky, pinned);
+- ``library_objects``: checks for dropped guards on library objects (configs, optimizers,
+  factory-made functions), in place of a refusal;
 - ``summary``: the PrecompileSummary of a session;
 - ``frames``: the package's frames as artifact records, reachability, serving mode;
 - ``render``: python_code and the cache envelope;

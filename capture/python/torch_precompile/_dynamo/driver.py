@@ -188,7 +188,7 @@ def _pc_pins(frame, scope):
     import builtins as _builtins
 
     checks = []
-    for expr, recipe in pins:
+    for expr, recipe, *partial in pins:
         if recipe[0] == "process_group":
             checks.append(_pc_group_check(frame, expr, recipe))
             continue
@@ -196,7 +196,20 @@ def _pc_pins(frame, scope):
             checks.append(_pc_config_check(frame, recipe))
             continue
         read = eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
-        checks.append(_pc_identity_check(frame, expr, read, recipe))
+        if partial and partial[0]:  # only some variants read it: unreadable here, not checked
+            read = _pc_partial(read)
+        if recipe[0] == "values":
+            checks.append(_pc_values_check(frame, expr, read, recipe))
+        elif recipe[0] == "named":
+            checks.append(_pc_named_check(frame, expr, read, recipe))
+        elif recipe[0] == "wrapper":
+            checks.append(_pc_wrapper_check(frame, expr, read, recipe))
+        elif recipe[0] == "optimizer":
+            checks.append(_pc_optimizer_check(frame, expr, read, recipe))
+        elif recipe[0] == "spelled":
+            checks.append(_pc_spelled_check(frame, expr, read, recipe))
+        else:
+            checks.append(_pc_identity_check(frame, expr, read, recipe))
 
     def check(f_locals):
         for one in checks:
@@ -204,18 +217,171 @@ def _pc_pins(frame, scope):
     return check
 
 
+class _PcUnread(Exception):
+    """A partial pin's source is not there on this call: nothing to check."""
+
+
+def _pc_partial(read):
+    def partial(scope, f_locals):
+        try:
+            return read(scope, f_locals)
+        except Exception as e:  # noqa: BLE001 - the call takes a variant that never read it
+            raise _PcUnread() from e
+    return partial
+
+
+def _pc_checked(check):
+    def run(scope, f_locals):
+        try:
+            check(scope, f_locals)
+        except _PcUnread:
+            pass
+    return run
+
+
 def _pc_identity_check(frame, expr, read, recipe):
     obj = _pc_make(recipe, f"the binding {expr}")
 
+    @_pc_checked
     def check(scope, f_locals):
         try:
             ok = read(scope, f_locals) is obj
+        except _PcUnread:
+            raise
         except Exception:  # noqa: BLE001 - a binding that is gone has moved
             ok = False
         if not ok:
             _pc_fail(f"{expr} no longer holds {'.'.join(recipe[1:])}, the object the "
                      f"capture compiled {frame['name']!r} against (a registration or "
                      "setting changed it); capture again with this configuration")
+    return check
+
+
+def _pc_values_check(frame, expr, read, recipe):
+    """A configuration object Dynamo guarded by identity (it deep-copied it):
+    checked by its class and the values of its entries at capture."""
+    import ast as _ast
+
+    _kind, module, qualname, items = recipe
+    cls = _pc_make(("attr", module, qualname), f"the class of {expr}")
+    missing = object()
+    wanted = [(key, _ast.literal_eval(text) if literal else text, literal, text) for key, text, literal in items]
+
+    def entries(config):
+        out = dict(vars(config)) if hasattr(config, "__dict__") else {}
+        if hasattr(config, "items") and hasattr(config, "keys"):
+            out.update({f"[{k!r}]": v for k, v in config.items()})
+        return out
+
+    @_pc_checked
+    def check(scope, f_locals):
+        try:
+            config = read(scope, f_locals)
+        except _PcUnread:
+            raise
+        except Exception:  # noqa: BLE001 - a config that cannot be read has moved
+            config = missing
+        if type(config) is not cls:
+            _pc_fail(f"{expr} is not a {module}.{qualname}, the configuration class the capture "
+                     f"compiled {frame['name']!r} against; capture again with this model")
+        have = entries(config)
+        for key, want, literal, text in wanted:
+            got = have.get(key, missing)
+            if got is missing or (got != want if literal else repr(got) != text):
+                shown = "missing" if got is missing else repr(got)[:80]
+                _pc_fail(f"{expr} has {key} = {shown}, the capture of {frame['name']!r} read "
+                         f"{text[:80]} (the graph depends on the configuration's values); "
+                         "capture again with this configuration")
+    return check
+
+
+def _pc_named_check(frame, expr, read, recipe):
+    """A function made inside another (a factory's product): the slot must hold one
+    with the captured module and qualified name."""
+    _kind, module, qualname = recipe
+
+    @_pc_checked
+    def check(scope, f_locals):
+        try:
+            fn = read(scope, f_locals)
+            ok = getattr(fn, "__module__", None) == module and getattr(fn, "__qualname__", None) == qualname
+        except _PcUnread:
+            raise
+        except Exception:  # noqa: BLE001 - a binding that is gone has moved
+            ok = False
+        if not ok:
+            _pc_fail(f"{expr} no longer holds a function named {module}.{qualname}, what the "
+                     f"capture compiled {frame['name']!r} against (a registration or setting "
+                     "changed it); capture again with this configuration")
+    return check
+
+
+def _pc_wrapper_check(frame, expr, read, recipe):
+    """A functools.wraps wrapper made at run time (an LR scheduler's opt.step): the
+    same wrapper code around the same importable function."""
+    _kind, module, qualname, code_name, first_line = recipe
+    _pc_make(("attr", module, qualname), f"the function {expr} wraps")  # importable, or refuse now
+
+    @_pc_checked
+    def check(scope, f_locals):
+        try:
+            fn = read(scope, f_locals)
+            code = fn.__code__
+            # read now, not at load: torch.optim patches a class's step when the
+            # first optimizer of that class is made
+            inner = _pc_make(("attr", module, qualname), f"the function {expr} wraps")
+            ok = (getattr(fn, "__wrapped__", None) is inner and code.co_name == code_name
+                  and code.co_firstlineno == first_line)
+        except _PcUnread:
+            raise
+        except Exception:  # noqa: BLE001 - a binding that is gone has moved
+            ok = False
+        if not ok:
+            _pc_fail(f"{expr} no longer holds the {code_name} wrapper of {module}.{qualname} the "
+                     f"capture compiled {frame['name']!r} against; capture again with this setup")
+    return check
+
+
+def _pc_optimizer_check(frame, expr, read, recipe):
+    """An optimizer Dynamo guarded by identity: its class and parameter groups."""
+    _kind, module, qualname, sizes = recipe
+    cls = _pc_make(("attr", module, qualname), f"the class of {expr}")
+
+    @_pc_checked
+    def check(scope, f_locals):
+        try:
+            opt = read(scope, f_locals)
+            ok = type(opt) is cls
+            got = tuple(len(g["params"]) for g in opt.param_groups) if ok else None
+        except _PcUnread:
+            raise
+        except Exception:  # noqa: BLE001 - an optimizer that cannot be read has moved
+            ok, got = False, None
+        if not ok:
+            _pc_fail(f"{expr} is not a {module}.{qualname}, the optimizer the capture compiled "
+                     f"{frame['name']!r} against; capture again with this optimizer")
+        if got != tuple(sizes):
+            _pc_fail(f"{expr} has parameter groups of {list(got)} tensors, the capture's had "
+                     f"{list(sizes)}; capture again with this optimizer")
+    return check
+
+
+def _pc_spelled_check(frame, expr, read, recipe):
+    """A value Dynamo guarded by identity that equal values can stand for (a type
+    annotation such as ``int | None``): compared by its spelling."""
+    _kind, text = recipe
+
+    @_pc_checked
+    def check(scope, f_locals):
+        try:
+            ok = repr(read(scope, f_locals)) == text
+        except _PcUnread:
+            raise
+        except Exception:  # noqa: BLE001 - a binding that is gone has moved
+            ok = False
+        if not ok:
+            _pc_fail(f"{expr} no longer holds {text}, what the capture compiled {frame['name']!r} "
+                     "against; capture again with this configuration")
     return check
 
 

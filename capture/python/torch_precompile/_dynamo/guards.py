@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .._compat import dynamo as _compat
+from . import library_objects
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
 Slot = tuple[str, str]
@@ -117,10 +118,12 @@ class Ledger:
     their guards are never checked, so they are left out of the report.
     """
 
-    def __init__(self, package: Any, user_filter: Filter | None, *, warn_risky: bool = False) -> None:
+    def __init__(self, package: Any, user_filter: Filter | None, *, warn_risky: bool = False,
+                 bypassed: set[FrameKey] = frozenset()) -> None:
         self._package = package
         self._user_filter = user_filter
         self._warn_risky = warn_risky
+        self._bypassed = bypassed  # frames Dynamo bypassed: the early warning passes them over
         self._warned: set[str] = set()
         # frame -> one fact set per compile (variant) of it
         self.variants: dict[FrameKey, list[frozenset[Fact]]] = {}
@@ -137,6 +140,7 @@ class Ledger:
 
         # by the trace these guards are for, through a process group or os.environ
         rank_read = process_groups.take_rank_reads() | process_groups.reads_environ(e.name for e in entries)
+        configs = library_objects.config_roots(entries, [not k for k in default])
         facts = set()
         for keep, by_default, e in zip(decisions, default, entries):
             why, pin = "", None
@@ -144,7 +148,7 @@ class Ledger:
                 # A drop the default filter would not make is the caller's choice,
                 # and nothing here can tell what it gave up: risky by construction.
                 why, pin = ("guard_filter_fn dropped a guard the default filter keeps", None) \
-                    if by_default else _judge(e, rank_read)
+                    if by_default else _judge(e, rank_read, configs)
             code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
             facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin))
         if rank_read and not any(f.pin and f.pin[1][0] == "process_group" and f.pin[1][3] is not None
@@ -154,7 +158,7 @@ class Ledger:
                 facts.add(Fact("RANK_READ", checked[1][0], "", "", False, *checked))
         key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
         self.variants.setdefault(key, []).append(frozenset(facts))
-        if self._warn_risky:
+        if self._warn_risky and key not in self._bypassed:  # a bypassed frame's guards are never checked
             self._warn_early(facts)
         return decisions
 
@@ -218,17 +222,33 @@ class Ledger:
         return risky
 
     @staticmethod
-    def _pinned(vs: list[frozenset[Fact]]) -> dict[Slot, tuple[str, tuple[str, ...]]]:
-        """Slots every variant of one frame dropped with the same pin."""
-        common: dict[Slot, Any] | None = None
+    def _pinned(vs: list[frozenset[Fact]]) -> dict[Slot, tuple[Any, bool]]:
+        """Slot -> (pin, partial) for the slots every variant of one frame that
+        dropped them dropped with the same pin; ``partial`` when some variant never
+        read the slot (a first call that sets a config field runs its validator,
+        the next does not)."""
+        seen: dict[Slot, set[Any]] = {}
         for fs in vs:
-            here = {(f.guard_type, f.source): f.pin for f in fs if not f.enforced and f.pin}
-            common = here if common is None else {k: p for k, p in common.items() if here.get(k) == p}
-        return common or {}
+            for f in fs:
+                if not f.enforced:
+                    seen.setdefault((f.guard_type, f.source), set()).add(f.pin)
+        dropped = [{(f.guard_type, f.source) for f in fs if not f.enforced} for fs in vs]
+        read = [{f.source for f in fs} for fs in vs]
+        out = {}
+        for slot, pins in seen.items():
+            if len(pins) != 1 or None in pins:
+                continue
+            partial = [i for i, here in enumerate(dropped) if slot not in here]
+            # a variant that guards the same source another way (model.act kept as
+            # torch.tanh there) would see the pin refuse its calls: not pinned
+            if all(slot[1] not in read[i] for i in partial):
+                out[slot] = (next(iter(pins)), bool(partial))
+        return out
 
-    def pins(self, key: FrameKey) -> list[tuple[str, tuple[str, ...]]]:
-        """The (source, recipe) checks the artifact runs for frame ``key``."""
-        return sorted(set(self._pinned(self.variants.get(key, [])).values()))
+    def pins(self, key: FrameKey) -> list[tuple[Any, ...]]:
+        """The (source, recipe, partial) checks the artifact runs for frame ``key``:
+        a partial one is skipped on a call where its source cannot be read."""
+        return sorted({(*pin, partial) for pin, partial in self._pinned(self.variants.get(key, [])).values()})
 
     def policy(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
         """The invariance policy: kept slots of a type in ``POLICY_TYPES`` that held
@@ -260,18 +280,58 @@ class Ledger:
         return tuple(sorted(survivors))
 
 
-def _judge(e: Any, rank_read: bool) -> tuple[str, Any]:
-    """(why risky or "", pin) for a guard the default filter drops."""
+def _judge(e: Any, rank_read: bool, configs: dict[str, Any]) -> tuple[str, Any]:
+    """(why risky or "", pin) for a guard the default filter drops; ``configs``:
+    the frame's dropped configuration objects (library_objects.config_roots)."""
     from . import process_groups
 
     try:
         checked = process_groups.judge(e, rank_read)  # a process group or distributed config slot
         if checked is not None:
             return checked
+        checked = _judge_config(e, configs)
+        if checked is not None:
+            return checked
+        optimizer = library_objects.optimizer_recipe(e.value) if e.has_value else None
+        if optimizer is not None:
+            expr = e.orig_guard.originating_source.name
+            return ("holds an optimizer made at run time, checked by its class and parameter groups "
+                    "instead of its identity", (expr, optimizer) if _plain_expression(expr) else None)
         why = risk(e)
         return (why, pin_of(e)) if why else ("", None)
     except Exception as err:  # noqa: BLE001 - a source that refuses to be read: fail closed
         return f"its source could not be judged ({type(err).__name__})", None
+
+
+def _judge_config(e: Any, configs: dict[str, Any]) -> tuple[str, Any] | None:
+    """A guard on a configuration object or on what hangs off it: the object is
+    checked by class and values (its pin), which covers the guards under it."""
+    name = e.orig_guard.originating_source.name
+    root = library_objects.under(name, configs)
+    if root is None:
+        return None
+    recipe, why_not = configs[root]
+    if recipe is None:
+        return (f"hangs off the configuration object {slot_source(root)}, whose identity no serving "
+                f"process can match and which cannot be checked by value: {why_not}", None)
+    if name != root:
+        return "", None  # covered by the root's value check
+    if not _plain_expression(name):
+        return (f"holds the configuration object {slot_source(root)}, read through an expression the "
+                "artifact cannot evaluate", None)
+    return (f"holds a configuration object made at run time, checked by its class and values instead "
+            "of its identity", (name, recipe))
+
+
+def _plain_expression(expr: str) -> bool:
+    """An expression over the frame's globals and locals and the builtins that
+    Dynamo's source names spell, which the driver can evaluate."""
+    from .minted import loaded_globals
+
+    try:
+        return loaded_globals([compile(expr, "<pin>", "eval")]) <= _PIN_NAMES
+    except SyntaxError:
+        return False
 
 
 def _fingerprint(e: Any) -> str:
@@ -325,6 +385,8 @@ def _fixed_container(parent: Any) -> bool:
         return True
     if kind == "GlobalSource":
         return parent.global_name.startswith("__builtins_dict__")
+    if kind in _DICT_READS:  # x.__dict__['_modules']: the same structure dict, read as an entry
+        return parent.index in _STRUCTURE
     return kind in ("AttrSource", "GenericAttrSource") and parent.member in _STRUCTURE
 
 
@@ -374,16 +436,18 @@ def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
     guard by name: the source must still hold the object importable under the
     name it held at capture. None when the value has no importable name or the
     source is not a plain expression over the frame's globals and locals."""
-    from .minted import loaded_globals, recipe
+    from .minted import recipe
 
     if not e.has_value or isinstance(e.value, types.ModuleType):
         return None
     r = recipe(e.value)
-    if r is None or r[0] != "attr":
+    if r is None and any(type(s).__name__ in _CLASS_LEVEL for s in _chain(e.orig_guard.originating_source)):
+        # made when its class was (a config class's field validators and their
+        # annotations): told apart by name or spelling. Not a function an instance
+        # slot holds, whose maker's arguments its name does not show.
+        r = library_objects.named_recipe(e.value) or library_objects.spelled_recipe(e.value)
+    r = r or library_objects.wrapper_recipe(e.value)
+    if r is None or r[0] not in ("attr", "named", "spelled", "wrapper"):
         return None
     expr = e.orig_guard.originating_source.name  # L['model'].act (the entry's name drops L[...])
-    try:
-        names = loaded_globals([compile(expr, "<pin>", "eval")])
-    except SyntaxError:
-        return None
-    return (expr, r) if names <= _PIN_NAMES else None
+    return (expr, r) if _plain_expression(expr) else None

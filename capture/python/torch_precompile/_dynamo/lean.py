@@ -12,8 +12,9 @@ part that has no such form; the artifact then keeps Dynamo's own state.
 
 from __future__ import annotations
 
+import contextlib
 import marshal
-from typing import Any
+from typing import Any, Iterator
 
 from . import frames as _frames
 from . import lean_graphs
@@ -87,7 +88,7 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
         if r["kind"] == _frames.COMPILED:
             scope = vars(importlib.import_module(r["module"]))
             for vi, (blob, body) in enumerate(r["variants"]):
-                state = serving_state(load_guards_state(blob), policy)
+                state = serving_state(_read_guards_state(load_guards_state, blob, r["name"]), policy)
                 name = f"_pc_guards_{fi}_{vi}"
                 with built_with_captured_values(state):  # os.environ, a module constant
                     recording = record(state, target, scope)
@@ -100,3 +101,50 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
                                         state.output_graph.name_of_builtins_dict_key_in_fglobals))
         lean.frames.append(out)
     return lean
+
+
+def _read_guards_state(load: Any, blob: bytes, frame: str) -> Any:
+    """Dynamo's guard state read back, as a serving process would. Its pickle prunes
+    what it cannot save (tensors) and leaves a placeholder, which some classes'
+    ``__setstate__`` refuses: an optimizer whose state holds step tensors."""
+    try:
+        with _optimizers_restored_as_saved():
+            return load(blob)
+    except Exception as e:  # noqa: BLE001 - any failure here is the same refusal
+        from .._errors import PrecompileError
+
+        raise PrecompileError(
+            f"capture: the guards Dynamo saved for frame {frame!r} cannot be read back "
+            f"({type(e).__name__}: {e}): they hold an object whose class rebuilds itself from "
+            "state Dynamo left out (a torch.optim optimizer with its step state, when "
+            "opt.step() runs inside fn). Keep that object out of the captured function: call "
+            "opt.step() and zero_grad() after it, outside the capture"
+        ) from e
+
+
+@contextlib.contextmanager
+def _optimizers_restored_as_saved() -> Iterator[None]:
+    """While a guard state is read: torch.optim's ``__setstate__`` methods fill in
+    defaults and convert each parameter's ``step`` to a tensor, which fails on the
+    placeholder Dynamo's pickle leaves for a pruned tensor. The guards read the
+    optimizer's structure and hyper-parameters, never its state tensors, so it is
+    restored as saved. Put back when the read ends."""
+    import torch
+
+    def as_saved(self: Any, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    classes, stack = [], [torch.optim.Optimizer]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if "__setstate__" in cls.__dict__:
+            classes.append((cls, cls.__dict__["__setstate__"]))
+    for cls, _real in classes:
+        cls.__setstate__ = as_saved
+    try:
+        yield
+    finally:
+        for cls, real in classes:
+            cls.__setstate__ = real
+

@@ -200,4 +200,6 @@ def describe(recipe: tuple[Any, ...]) -> str:
         return f"process group backend={recipe[1]} world_size={recipe[2]} rank={rank}"
     if recipe[0] == "config":
         return f"{recipe[1]}.{recipe[2]} == {recipe[3]!r}"
-    return ".".join(recipe[1:])
+    from .library_objects import describe as library_describe
+
+    return library_describe(recipe) or ".".join(recipe[1:])

@@ -206,7 +206,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     meta = metadata(session, records, summary, mode, fn_name)
     meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
     meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, describe(rc)) for r in records
-                                                        for expr, rc in r["pins"]})]
+                                                        for expr, rc, _partial in r["pins"]})]
     from .lean import NotLean, build
 
     lean, why = None, None

@@ -120,7 +120,10 @@ class Session:
         self.tracer = tracer
         self.package = CompilePackage(fn)
         _name_frames_torch_cannot(self.package)
-        self.ledger = Ledger(self.package, tracer.guard_filter_fn, warn_risky=tracer.require_no_risky_drops)
+        # frames a compile of which Dynamo bypassed: their guards are never checked
+        self.bypassed_frames: set[Any] = set()
+        self.ledger = Ledger(self.package, tracer.guard_filter_fn, warn_risky=tracer.require_no_risky_drops,
+                             bypassed=self.bypassed_frames)
         # backend id -> the AOTAutograd bundle recorded for it (inductor)
         self.artifacts: dict[str, Any] = {}
         self.truncated: set[str] = set()
@@ -246,6 +249,7 @@ class Session:
             entry = _compat.current_entry(package)
             if entry is not None:
                 key = frame_key(entry.python_code)
+                self.bypassed_frames.add(key)
                 if package._current_backend_ids:
                     self.graph_bypassed.add(key)
                 reason = _compat.bypass_reason()
