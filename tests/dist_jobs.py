@@ -143,6 +143,48 @@ def serve(out: str) -> None:
            sums={n: served[n].sum().item() for n in fns}, refusals=refusals)
 
 
+def _ddp_train(ddp: torch.nn.Module, step, batches: list[torch.Tensor]) -> list[float]:
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for x in batches:
+        losses.append(float(step(ddp, x)))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return losses
+
+
+def ddp_buckets_capture(out: str) -> None:
+    """A training step over DDP with several gradient buckets, captured over two
+    steps on each rank (its own pair)."""
+    import torch_precompile as precompile
+
+    rank = dist.get_rank()
+    model, batches = dm.make_deep(rank)
+    ddp = DDP(model, bucket_cap_mb=dm.BUCKET_CAP_MB)
+    with precompile.capture(dm.step_train, artifact_path=pair(out, "ddp_buckets", rank)[0],
+                            cache_path=pair(out, "ddp_buckets", rank)[1]) as cap:
+        _ddp_train(ddp, cap, batches[:2])
+    buckets = len(ddp.reducer._get_zeros_like_grad_buckets())
+    report(rank=rank, buckets=buckets, risky=cap.summary().risky_dropped_guards)
+
+
+def ddp_buckets_serve(out: str) -> None:
+    """Each rank's pair serves four steps of DDP from other weights: losses and final
+    parameters equal to eager DDP's (the eager run first: the installed entries live
+    on Deep.forward's code object from load() on)."""
+    import torch_precompile as precompile
+
+    rank = dist.get_rank()
+    reference, batches = dm.make_deep(rank, seed=7)
+    want = _ddp_train(DDP(reference, bucket_cap_mb=dm.BUCKET_CAP_MB), dm.step_train, batches)
+    f = precompile.load(*pair(out, "ddp_buckets", rank))
+    model, _ = dm.make_deep(rank, seed=7)
+    with precompile.no_compilation():
+        got = _ddp_train(DDP(model, bucket_cap_mb=dm.BUCKET_CAP_MB), f, batches)
+    params = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.parameters(), reference.parameters()))
+    report(rank=rank, losses=got, want=want, params=params, installed=f.installed)
+
+
 def serve_wrong_world(out: str) -> None:
     """Rank 0's pair in a job of another shape."""
     import torch_precompile as precompile

@@ -89,3 +89,30 @@ class Wrapper(torch.nn.Module):
 
 def step_plain(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x)
+
+
+class Deep(torch.nn.Module):
+    """Four 32x32 layers: with a small bucket_cap_mb, DDP puts them in several
+    gradient buckets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def make_deep(rank: int, seed: int = 0) -> tuple[Deep, list[torch.Tensor]]:
+    """The same weights on every rank (``seed``), four batches that differ by rank."""
+    torch.manual_seed(seed)
+    model = Deep()
+    g = torch.Generator().manual_seed(100 + rank)
+    return model, [torch.randn(6, 32, generator=g) for _ in range(4)]
+
+
+# 3 KB buckets: once DDP rebuilds its buckets (second step), each layer's weight and
+# bias land in buckets of their own (4 or more)
+BUCKET_CAP_MB = 0.003

@@ -1,0 +1,170 @@
+"""Benchmark: training steps (loss, backward, AdamW after the step) with the default
+DynamoTracer and inductor, side by side with torch.compile and eager in one run.
+
+Models: "mlp" (tests/train_models.py) and "bert_cls", a tiny random-weight
+BertForSequenceClassification fine-tuning step (tests/lib_models.py).
+
+Rows, per model, each a median of --repeat fresh processes, interleaved:
+
+  capture          in-script seconds of the capture block (two steps + the write)
+  compile cold     in-script seconds of torch.compile's first step, empty caches
+  restart first    spawn -> first step done of a restarted job:
+                   ours (cold host, locked down: shim, strict, journal),
+                   torch.compile warm (the cold run's Inductor cache kept), eager
+  per step         median milliseconds of 30 steps after 5 warm-up steps, in one
+                   process: ours, torch.compile warm, eager
+
+Ratios: capture / compile cold, ours' restart / torch.compile warm restart, ours'
+restart / eager restart, ours per step / torch.compile per step.
+Called by scripts/bench (section "training").
+Usage: bench_training.py [--repeat N] [--models mlp bert_cls] [--shim PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+
+# model -> (module, builder, step, batch maker)
+MODELS = {"mlp": ("train_models", "mlp", "step", "batches"),
+          "bert_cls": ("lib_models", "bert_classifier", "classify_step", "batches")}
+
+CHILD = r"""
+import sys, time, json
+sys.path.insert(0, {tests!r})
+import importlib, torch
+mode, art = {mode!r}, {art!r}
+mod = importlib.import_module({module!r})
+model = getattr(mod, {build!r})()
+fn = getattr(mod, {step!r})
+data = getattr(mod, {batches!r})(36, seed=3)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+out = {{}}
+def train(f, batches):
+    for x, y in batches:
+        f(model, x, y)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+def per_step(f):
+    train(f, data[1:6])
+    ts = []
+    for b in data[6:]:
+        a = time.perf_counter(); train(f, [b]); ts.append(time.perf_counter() - a)
+    return sorted(ts)[len(ts) // 2] * 1e3
+if mode == "capture":
+    import torch_precompile as tp
+    a = time.perf_counter()
+    with tp.capture(fn, artifact_path=art + ".py", cache_path=art + ".cache") as cap:
+        train(cap, data[:2])
+    out["capture"] = time.perf_counter() - a
+elif mode in ("compile", "restart"):
+    f = torch.compile(fn)
+    a = time.perf_counter(); train(f, data[:1]); out["first"] = time.perf_counter() - a
+    print("FIRST", flush=True)
+    out["per_step"] = per_step(f)
+elif mode == "serve":
+    import torch_precompile as tp
+    f = tp.load(art + ".py", art + ".cache")
+    with tp.no_compilation():
+        train(f, data[:1])
+        print("FIRST", flush=True)
+        out["per_step"] = per_step(f)
+else:
+    train(fn, data[:1])
+    print("FIRST", flush=True)
+    out["per_step"] = per_step(fn)
+print("RESULT", json.dumps(out), flush=True)
+"""
+
+
+def host(kept: Path | None = None) -> dict[str, str]:
+    """A fresh host's environment (empty Inductor/Triton caches), or one whose
+    Inductor cache is ``kept`` from an earlier run (a torch.compile warm restart)."""
+    d = Path(tempfile.mkdtemp(prefix="bench-train-"))
+    for sub in ("inductor", "triton", "tmp", "cwd"):
+        (d / sub).mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PRECOMPILE_") and k not in ("LD_PRELOAD", "TORCH_PRECOMPILE_NO_COMPILATION")}
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(kept or d / "inductor"), TRITON_CACHE_DIR=str(d / "triton"),
+               TMPDIR=str(d / "tmp"), TORCHINDUCTOR_COMPILE_THREADS="1", _CWD=str(d / "cwd"))
+    return env
+
+
+def run(mode: str, model: str, art: str, env: dict[str, str]) -> dict[str, float]:
+    module, build, step, batches = MODELS[model]
+    env = dict(env)
+    cwd = env.pop("_CWD")
+    code = CHILD.format(tests=str(TESTS), mode=mode, art=art, module=module, build=build, step=step,
+                        batches=batches)
+    start = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    result: dict[str, float] = {}
+    assert p.stdout is not None
+    for line in p.stdout:
+        if line.startswith("FIRST") and "spawn_first" not in result:
+            result["spawn_first"] = time.perf_counter() - start
+        elif line.startswith("RESULT "):
+            result.update(json.loads(line[7:]))
+    err = p.stderr.read() if p.stderr else ""
+    if p.wait() != 0:
+        raise SystemExit(f"bench_training: {mode} {model} failed:\n{err[-3000:]}")
+    journal = Path(env.get("PRECOMPILE_JOURNAL", "/nonexistent"))
+    if journal.exists():
+        result["journal"] = len([line for line in journal.read_text().splitlines() if line.strip()])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--models", nargs="+", default=list(MODELS))
+    ap.add_argument("--shim", default=None)
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-train-art-"))
+    print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh processes per row")
+    header = ("model", "capture s", "compile cold s", "ratio", "restart: ours s", "compile warm s", "ratio",
+              "eager s", "ratio", "step: ours ms", "compile ms", "eager ms", "ratio", "journal")
+    rows = []
+    for model in a.models:
+        s: dict[str, list[float]] = {}
+        for _ in range(a.repeat):  # interleaved, so drift hits every row alike
+            art = str(work / model)
+            runs = {"capture": host()}
+            runs["compile"] = host()
+            runs["restart"] = host(kept=Path(runs["compile"]["TORCHINDUCTOR_CACHE_DIR"]))
+            served = host()
+            if a.shim:
+                served.update(LD_PRELOAD=a.shim, TORCH_PRECOMPILE_NO_COMPILATION="1", PRECOMPILE_STRICT="1",
+                              PRECOMPILE_JOURNAL=str(Path(served["TMPDIR"]).parent / "journal.jsonl"))
+            runs["serve"] = served
+            runs["eager"] = host()
+            for mode, env in runs.items():
+                for k, v in run(mode, model, art, env).items():
+                    s.setdefault(f"{mode}.{k}", []).append(v)
+        m = {k: statistics.median(v) for k, v in s.items()}
+        rows.append((model, m["capture.capture"], m["compile.first"], m["capture.capture"] / m["compile.first"],
+                     m["serve.spawn_first"], m["restart.spawn_first"], m["serve.spawn_first"] / m["restart.spawn_first"],
+                     m["eager.spawn_first"], m["serve.spawn_first"] / m["eager.spawn_first"],
+                     m["serve.per_step"], m["compile.per_step"], m["eager.per_step"],
+                     m["serve.per_step"] / m["compile.per_step"], int(max(s.get("serve.journal", [0])))))
+    print(" | ".join(header))
+    for r in rows:
+        print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r))
+    print("capture ratio = capture / torch.compile cold first step; restart = spawn -> first step done of a "
+          "restarted job (ours: cold host, locked down; torch.compile warm: its Inductor cache kept; eager); "
+          "per-step ratio = ours / torch.compile warm; journal = compiler records while serving")
+
+
+if __name__ == "__main__":
+    main()
