@@ -20,9 +20,11 @@ other 141 are. This file holds 118 of them: 111 run on CPU and pass in full
 its [cache] half (test_a_failed_rename_on_a_first_write_leaves_nothing_named;
 the [artifact] half fails), and 6 CUDA-only ones, with the CUDA instantiation
 of TestPrecompileNumerics, sit in ``test_cuda_only_cases_on_a_device``, which
-runs only where a CUDA device is. The 23 mirrored cases that fail (and that
-[artifact] half) are in ``upstream_failing_cases.py`` (not collected), one
-function each, saying what upstream expects and what this project does instead.
+runs only where a CUDA device is. The mirrored cases that still fail (the 17 of
+``upstream_failing_cases.CASES``, and that [artifact] half) are in
+``upstream_failing_cases.py`` (not collected), one function each, saying what
+upstream expects and what this project does instead; those that failed when first
+mirrored and were fixed since run at the end of this file.
 
 Everything that captures or loads runs in fresh child interpreters, many cases to
 a child (each prints ``NAME | result`` lines); the children of the selected tests
@@ -237,6 +239,10 @@ def case_wrong_arg_count_rejected():
 def case_buffer_requiring_grad_rejected():
     return outcome(lambda: makefx(lambda model, x: model(x).backward(), um.GradBuffer(), torch.randn(4)))
 
+def ignored_cache(caught):
+    # load()'s own warning that it ignores the cache, not any warning at all
+    return any("load: ignoring" in str(w.message) and "cache" in str(w.message) for w in caught)
+
 def case_load_falls_back_when_cache_unreconstructable():
     m = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval(); x = torch.randn(5, 4)
     art = makefx(lambda model, x: model(x), m, x)
@@ -247,7 +253,7 @@ def case_load_falls_back_when_cache_unreconstructable():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         f = tp.load(art.artifact, bad)
-    return flags(warned=w, eq=close(f(m, x), m(x))) + " warning=" + um.one_line(w[0].message if w else "", 200)
+    return flags(warned=ignored_cache(w), eq=close(f(m, x), m(x))) + " warning=" + um.one_line(w[0].message if w else "", 200)
 
 def case_load_falls_back_on_corrupt_cache_envelope():
     m = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval(); x = torch.randn(5, 4)
@@ -257,7 +263,7 @@ def case_load_falls_back_on_corrupt_cache_envelope():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         f = tp.load(art.artifact, bad)
-    return flags(warned=w, eq=close(f(m, x), m(x)))
+    return flags(warned=ignored_cache(w), eq=close(f(m, x), m(x)))
 
 def case_load_invalid_python_code_rejected():
     a, c = um.paths("invalid")
@@ -465,7 +471,7 @@ def case_cache_format_version_mismatch_degrades():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         f = tp.load(s["ind"].artifact, foreign)
-    return flags(warned=w, eq=close(f(s["m"], s["x"]), s["m"](s["x"])))
+    return flags(warned=ignored_cache(w), eq=close(f(s["m"], s["x"]), s["m"](s["x"])))
 
 def case_missing_calling_convention_metadata_rejected():
     a, c = um.paths("nometa")
@@ -1697,7 +1703,9 @@ def test_shape_id_bounds_from_both_occurrences_enforced(makefx_line: str) -> Non
 @slow
 @job("makefx")
 def test_mark_unbacked_min_enforced_at_runtime(makefx_line: str) -> None:
-    for text in parts(makefx_line).values():
+    got = parts(makefx_line)
+    assert set(got) == {"default", "inlined"}, got   # the loop below checks something
+    for text in got.values():
         refusal(sub(text, "low"), "is 2", "[4, None]")
         all_flags(text)
 
@@ -2037,12 +2045,18 @@ def test_cuda_only_cases_on_a_device(jobs) -> None:
     and every TestPrecompileNumerics case instantiated for cuda."""
     if not Path("/dev/nvidiactl").exists():
         pytest.skip("no NVIDIA device on this host")
+    import torch
+
+    if not torch.cuda.is_available():  # a device, but this torch build has no CUDA
+        pytest.skip(f"torch {torch.__version__} here cannot use the device (no CUDA build)")
+    # with a usable device every line must pass: a crash there ("no kernel image is
+    # available") is a failure, never a skip
     lines = jobs.get("cuda")
-    if any(v.startswith("CRASH") and "CUDA" in v and "available" in v for v in lines.values()):
-        pytest.skip("CUDA not usable here")
     all_flags(_line(lines, "artifact_with_module_level_kernels_runs_from_its_file"))
     all_flags(_line(lines, "serve:cache_bundles_autotune_artifacts"))
-    for text in parts(_line(lines, "device_mismatch_rejected")).values():
+    mismatch = parts(_line(lines, "device_mismatch_rejected"))
+    assert set(mismatch) == {"default", "inlined"}, mismatch   # the loop below checks something
+    for text in mismatch.values():
         refusal(text, "cuda", "cpu")
     refusal(_line(lines, "eager_device_mismatch_rejected"), "cuda", "cpu")
     all_flags(_line(lines, "functionalized_rng_matches_eager_cpu"))
