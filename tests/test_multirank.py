@@ -133,34 +133,6 @@ def test_fresh_two_rank_job_serves_locked_down(pairs: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.slow
-def test_ddp_with_several_buckets_trains_served_in_a_fresh_job(tmp_path: Path) -> None:
-    """DDP with 3 KB gradient buckets (4 once DDP rebuilt them): a training step
-    captured over two steps on each rank, served for four steps from other weights in
-    a fresh locked-down job on a cold host; every rank's losses and final parameters
-    equal eager DDP's, 0 journal records. DDP's reducer runs as in eager (its hooks
-    all-reduce each bucket as the compiled backward fills it)."""
-    if not CLI.exists():
-        pytest.skip("the precompile CLI is not installed; run scripts/setup")
-    out = tmp_path / "pairs"
-    out.mkdir()
-    p, results = torchrun(out, 2, "ddp_buckets_capture", str(out))
-    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
-    for r in results:
-        assert r["buckets"] >= 3 and r["risky"] == [], r
-    serve = tmp_path / "serve"
-    serve.mkdir()
-    journal = serve / "journal.jsonl"
-    p, results = torchrun(serve, 2, "ddp_buckets_serve", str(out), env=cold(serve),
-                          cli=[str(CLI), "run", "--lockdown", "--strict", "--journal", str(journal), "--"])
-    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
-    for r in results:
-        assert len(r["losses"]) == 4 and r["losses"] == pytest.approx(r["want"], abs=1e-5), r
-        assert r["params"] is True, r
-    assert results[0]["losses"] != results[1]["losses"]   # each rank its own batches
-    assert read_journal(journal) == []
-
-
 def test_job_of_another_world_size_is_refused(pairs: Path, tmp_path: Path) -> None:
     p, results = torchrun(tmp_path, 1, "serve_wrong_world", str(pairs), env=cold(tmp_path))
     assert p.returncode == 0 and len(results) == 1, p.stdout[-3000:] + p.stderr[-6000:]
