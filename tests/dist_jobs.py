@@ -239,6 +239,15 @@ def main() -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+    # Skip the interpreter's teardown, which gloo's threads can abort ("terminate
+    # called without an active exception", SIGABRT after the job's work is done);
+    # the atexit handlers (the zero-code capture's final write) run first.
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
