@@ -185,6 +185,47 @@ def ddp_buckets_serve(out: str) -> None:
     report(rank=rank, losses=got, want=want, params=params, installed=f.installed)
 
 
+def _sgd_train(model: torch.nn.Module, step, batches: list[torch.Tensor]) -> list[float]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for x in batches:
+        losses.append(float(step(model, x)))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return losses
+
+
+def fsdp_capture(out: str) -> None:
+    """An FSDP2 training step (fully_shard on each block and the root), captured over
+    two steps on each rank (its own pair)."""
+    import torch_precompile as precompile
+
+    rank = dist.get_rank()
+    model, batches = dm.make_deep(rank)
+    code, cache = pair(out, "fsdp", rank)
+    with precompile.capture(dm.step_mse, artifact_path=code, cache_path=cache) as cap:
+        _sgd_train(dm.fully_sharded(model), cap, batches[:2])
+    report(rank=rank, risky=cap.summary().risky_dropped_guards, summary=str(cap.summary()),
+           model=type(model).__name__)
+
+
+def fsdp_serve(out: str) -> None:
+    """Each rank's pair serves four FSDP2 steps from other weights: losses and each
+    rank's parameter shards equal to eager FSDP2's."""
+    import torch_precompile as precompile
+
+    rank = dist.get_rank()
+    reference, batches = dm.make_deep(rank, seed=7)
+    want = _sgd_train(dm.fully_sharded(reference), dm.step_mse, batches)
+    f = precompile.load(*pair(out, "fsdp", rank))
+    model, _ = dm.make_deep(rank, seed=7)
+    with precompile.no_compilation():
+        got = _sgd_train(dm.fully_sharded(model), f, batches)
+    params = all(torch.allclose(a.to_local(), b.to_local(), atol=1e-5)
+                 for a, b in zip(model.parameters(), reference.parameters()))
+    report(rank=rank, losses=got, want=want, params=params, installed=f.installed)
+
+
 def serve_wrong_world(out: str) -> None:
     """Rank 0's pair in a job of another shape."""
     import torch_precompile as precompile

@@ -113,6 +113,24 @@ def make_deep(rank: int, seed: int = 0) -> tuple[Deep, list[torch.Tensor]]:
     return model, [torch.randn(6, 32, generator=g) for _ in range(4)]
 
 
+def step_mse(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A training step with a loss that keeps the ReLU net learning (a sum of its
+    outputs drives them to zero within a few steps)."""
+    loss = ((model(x) - 1.0) ** 2).mean()
+    loss.backward()
+    return loss.detach()
+
+
+def fully_sharded(model: Deep) -> Deep:
+    """FSDP2 as its docs use it: ``fully_shard`` on each block, then on the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
 # 3 KB buckets: once DDP rebuilds its buckets (second step), each layer's weight and
 # bias land in buckets of their own (4 or more)
 BUCKET_CAP_MB = 0.003

@@ -86,6 +86,13 @@ with tp.capture(dm.tagged_tail, artifact_path=f"{out}/tagged.py", cache_path=f"{
     assert cap(tagged, torch.randn(2, 8))[1] == "my_act"
     summary_json("tagged", cap)
 
+hooked = dm.HookedBlocks()
+with tp.capture(dm.hooked_step, artifact_path=f"{out}/hooked.py", cache_path=f"{out}/hooked.cache",
+                backend="eager") as cap:   # no flags: a gap would refuse the write
+    for rows in (2, 3):
+        cap(hooked, torch.randn(rows, 8))
+    summary_json("hooked", cap)
+
 def drop_n(entries):
     return [not (e.name == "n" and e.guard_type in ("CONSTANT_MATCH", "EQUALS_MATCH"))
             for e in entries]
@@ -310,6 +317,29 @@ x = torch.randn(2, 8)
 y, name = f(m, x)
 same(y, m(x))
 assert name == "other_act", name   # a variant would have served the captured "my_act"
+print("served")
+""")
+    assert "served" in stdout
+
+
+def test_a_frame_dynamo_left_to_eager_is_served_as_plain_python(captured) -> None:
+    out, s = captured
+    h = s["hooked"]
+    # HookedBlocks.forward breaks the graph inside its loop (a Dynamo-disabled call,
+    # as FSDP2's hooks are): Dynamo leaves the whole frame to eager, and so does the
+    # artifact; the step around it is compiled and the capture is complete.
+    assert h["uncovered_frames"] == [] and h["complete"] and h["backend_graphs"] >= 1, h
+    assert "('forward', 'plain', 0)" in (out / "hooked.py").read_text()
+    stdout = serve(out, """
+f = load("hooked")
+m = dm.HookedBlocks()
+with torch.no_grad():
+    for p in m.parameters():
+        p.add_(torch.randn_like(p))        # other weights than the capture's
+for rows in (2, 3):
+    x = torch.randn(rows, 8)
+    same(f(m, x), dm.hooked_step(m, x))
+assert m.blocks[0].calls == 4, m.blocks[0].calls   # the disabled call ran in every call
 print("served")
 """)
     assert "served" in stdout

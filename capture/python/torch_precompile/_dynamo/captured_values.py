@@ -16,12 +16,13 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 _DRIVER = Path(__file__).with_name("driver.py")
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
-          "_pc_captured_values", "_pc_unaddressed")
+          "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept")
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,7 +38,7 @@ def _driver_part() -> dict[str, Any]:
     body = [n for n in tree.body
             if (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in _NAMES)
             or (isinstance(n, ast.Assign) and any(getattr(t, "id", None) in _NAMES for t in n.targets))]
-    ns: dict[str, Any] = {"_torch": torch, "_pc_fail": fail, "__name__": __name__}
+    ns: dict[str, Any] = {"_torch": torch, "_sys": sys, "_pc_fail": fail, "__name__": __name__}
     exec(compile(ast.Module(body, []), str(_DRIVER), "exec"), ns)
     missing = set(_NAMES) - set(ns)
     if missing:
@@ -53,3 +54,9 @@ def built_with_captured_values(state: Any) -> Iterator[Any]:
     with ns["_pc_captured_values"]():
         ns["_pc_register_captured"](state)
         yield state
+
+
+def fsdp_modules_kept() -> Any:
+    """The driver's ``_pc_fsdp_modules_kept``: a guard state read at capture holds
+    FSDP2 modules of their own class, as the serving process reads it."""
+    return _driver_part()["_pc_fsdp_modules_kept"]()

@@ -590,6 +590,31 @@ class _pc_captured_values:
         return False
 
 
+class _pc_fsdp_modules_kept:
+    """While a guard state is read: an FSDP2 module's class (``FSDPDeep``, made by
+    ``fully_shard``) builds an instance of the original class (``FSDPModule.__new__``),
+    so the state read back would hold a ``Deep`` where the capture saw an
+    ``FSDPDeep``, and the type guards rebuilt from it would refuse every FSDP2
+    module. They build their own class while the read lasts."""
+
+    def __enter__(self):
+        fsdp = _sys.modules.get("torch.distributed.fsdp._fully_shard._fully_shard")
+        self._cls = getattr(fsdp, "FSDPModule", None)
+        if self._cls is not None:
+            self._new = self._cls.__dict__["__new__"]
+
+            def __new__(cls, *args, **kwargs):
+                return cls.__mro__[cls._orig_cls_mro_index].__new__(cls)
+
+            self._cls.__new__ = staticmethod(__new__)
+        return self
+
+    def __exit__(self, *exc):
+        if self._cls is not None:
+            self._cls.__new__ = self._new
+        return False
+
+
 def _pc_unaddressed(text):
     import re as _re
 
@@ -771,7 +796,8 @@ def _pc_standalone():
             out = []
             for guards_blob, body in frame["variants"]:
                 with _pc_captured_values():
-                    state = _pc_serving_state(load_guards_state(guards_blob))
+                    with _pc_fsdp_modules_kept():
+                        state = _pc_serving_state(load_guards_state(guards_blob))
                     key = state.output_graph.name_of_builtins_dict_key_in_fglobals
                     if key:
                         seed_builtins(key)
@@ -890,7 +916,11 @@ def _pc_install():
         import torch._dynamo.package as _package_module
 
         load_state = _package_module.load_guards_state
-        _package_module.load_guards_state = lambda blob: _pc_serving_state(load_state(blob))
+        def read_state(blob):
+            with _pc_fsdp_modules_kept():
+                return _pc_serving_state(load_state(blob))
+
+        _package_module.load_guards_state = read_state
         try:
             with _pc_captured_values():
                 package.install(backends)

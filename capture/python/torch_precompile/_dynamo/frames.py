@@ -90,7 +90,8 @@ def _lookup(code: Any) -> tuple[str, str] | None:
 
 
 def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]],
-                  graph_bypassed: set[tuple[str, str, int]] = frozenset()) -> list[dict[str, Any]]:
+                  graph_bypassed: set[tuple[str, str, int]] = frozenset(),
+                  eager: Any = frozenset()) -> list[dict[str, Any]]:
     """One record per code the package holds, entry first.
 
     A frame other than the entry that is not a continuation and is a function
@@ -103,7 +104,10 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
     continuation of a library function that holds no variant is plain too
     (Dynamo gave up on it: contextlib's ``__init__`` around DDP's
     ``_inside_ddp_forward``): the function it continues runs as is, so nothing
-    reaches it, unless the entry itself is library code.
+    reaches it, unless the entry itself is library code. A frame other than the
+    entry that Dynamo left to eager after a graph break it could not resume from
+    (``eager``, Session.eager_frames) is plain: torch.compile runs its own
+    bytecode on every later call too.
     """
     from .guards import frame_key
 
@@ -127,6 +131,8 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
         elif i > 0 and code.install_to_global and _library_code(code.python_code) and not library_entry:
             # a continuation of a standard-library or torch function: that function is
             # served as plain Python (above), so nothing reaches its continuation
+            kind = PLAIN
+        elif i > 0 and frame_key(code.python_code) in eager:
             kind = PLAIN
         elif code.has_compile_id:
             kind = UNCOVERED

@@ -108,7 +108,9 @@ def _read_guards_state(load: Any, blob: bytes, frame: str) -> Any:
     what it cannot save (tensors) and leaves a placeholder, which some classes'
     ``__setstate__`` refuses: an optimizer whose state holds step tensors."""
     try:
-        with _optimizers_restored_as_saved():
+        from .captured_values import fsdp_modules_kept
+
+        with _optimizers_restored_as_saved(), fsdp_modules_kept():
             return load(blob)
     except Exception as e:  # noqa: BLE001 - any failure here is the same refusal
         from .._errors import PrecompileError

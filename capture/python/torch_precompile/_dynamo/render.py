@@ -196,7 +196,8 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
 
     entry = session.package.cache_entry()
     payloads, missing = _frames.backend_payloads(session)
-    records = _frames.frame_records(entry, missing, session.ledger.lossy(), session.graph_bypassed)
+    records = _frames.frame_records(entry, missing, session.ledger.lossy(), session.graph_bypassed,
+                                      session.eager_frames)
     summary = summarize(session, records)
     _frames.check_entry(records, fn_name, session.bypass_reasons)
     mode = _frames.serving_mode(records)

@@ -133,6 +133,8 @@ class Session:
         self.bypass_reasons: dict[Any, str] = {}
         self.fatal_bypass: tuple[str, str] | None = None  # see _compat.bypass_kills_the_compile
         self._watch_bypasses()
+        # frame key -> the graph break for which Dynamo left the whole frame to eager
+        self.eager_frames: dict[Any, str] = {}
         self.errors: list[str] = []
         self.calls = 0
         # Its own recompile region: an earlier compile of fn in this process
@@ -186,7 +188,8 @@ class Session:
         take_rank_reads()  # reads before this call were of no trace of it
         try:
             with (capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated),
-                  _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads()):
+                  _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads(),
+                  self._watching_eager_frames()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
             if isinstance(e, AssertionError) and self.fatal_bypass is not None:
@@ -258,6 +261,34 @@ class Session:
             bypass()
 
         package.bypass_current_compile = bypass_current_compile
+
+    @contextlib.contextmanager
+    def _watching_eager_frames(self) -> Iterator[None]:
+        """Record each frame Dynamo left to eager after a graph break it could not
+        resume from (a break inside a loop: FSDP2's hooks around each block). Dynamo
+        runs such a frame's own bytecode on every later call, and so does the
+        artifact (frames.PLAIN). Read from the one place the soft failure is
+        suppressed (``format_error_msg``), patched only for this call."""
+        import torch._dynamo.convert_frame as convert_frame
+        from torch._dynamo.exc import Unsupported, UserError
+
+        from .guards import frame_key
+
+        real = getattr(convert_frame, "format_error_msg", None)
+        if real is None:  # not found: such frames stay gaps (refused at write)
+            yield
+            return
+
+        def format_error_msg(exc: Any, code: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(exc, (Unsupported, UserError)):
+                self.eager_frames.setdefault(frame_key(code), str(exc).strip().splitlines()[0])
+            return real(exc, code, *args, **kwargs)
+
+        convert_frame.format_error_msg = format_error_msg
+        try:
+            yield
+        finally:
+            convert_frame.format_error_msg = real
 
     def note_truncated(self) -> None:
         entry = _compat.current_entry(self.package)

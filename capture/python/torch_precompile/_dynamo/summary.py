@@ -21,7 +21,8 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
     ledger = session.ledger
     if records is None:
         _payloads, missing = _frames.backend_payloads(session)
-        records = _frames.frame_records(entry, missing, ledger.lossy(), session.graph_bypassed)
+        records = _frames.frame_records(entry, missing, ledger.lossy(), session.graph_bypassed,
+                                      session.eager_frames)
     # A graphless frame served as plain Python checks none of its guards.
     skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
     dropped = ledger.dropped(skip)
