@@ -604,7 +604,7 @@ class _pc_fsdp_modules_kept:
             self._new = self._cls.__dict__["__new__"]
 
             def __new__(cls, *args, **kwargs):
-                return cls.__mro__[cls._orig_cls_mro_index].__new__(cls)
+                return cls.__mro__[getattr(cls, "_orig_cls_mro_index", 2)].__new__(cls)
 
             self._cls.__new__ = staticmethod(__new__)
         return self
