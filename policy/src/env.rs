@@ -12,6 +12,11 @@ pub const STRICT: &str = "PRECOMPILE_STRICT";
 pub const COMPILERS: &str = "PRECOMPILE_COMPILERS";
 /// Names removed from the compiler list, colon-separated.
 pub const ALLOW: &str = "PRECOMPILE_ALLOW";
+/// A directory: every torch.compile call site of the tree's Python processes is
+/// captured into it (`precompile run --capture DIR`). Read by the Python layer.
+pub const CAPTURE_DIR: &str = "PRECOMPILE_CAPTURE_DIR";
+/// A directory of captured torch.compile sites to serve (`precompile run --serve DIR`).
+pub const SERVE_DIR: &str = "PRECOMPILE_SERVE_DIR";
 /// A tracing filter for the shim's own log lines (never emitted on the exec path).
 pub const LOG: &str = "PRECOMPILE_LOG";
 /// `1`: the container entrypoint (scripts/entrypoint) locks down and runs the

@@ -69,3 +69,7 @@ def boot():
         from . import _envmodes
 
         _envmodes.arm()
+    if os.environ.get("PRECOMPILE_CAPTURE_DIR") or os.environ.get("PRECOMPILE_SERVE_DIR"):
+        from . import _compile_sites
+
+        _compile_sites.arm()

@@ -31,10 +31,14 @@ CACHE = Setting("PRECOMPILE_CACHE", "cache path for PRECOMPILE_CAPTURE")
 TRACER = Setting("PRECOMPILE_TRACER", "dynamo | make_fx, for PRECOMPILE_CAPTURE")
 BACKEND = Setting("PRECOMPILE_BACKEND", "inductor | eager, for PRECOMPILE_CAPTURE")
 SERVE = Setting("PRECOMPILE_SERVE", "pkg.mod:fn=M.py,M.cache[;...] to serve when pkg.mod is imported")
+CAPTURE_DIR = Setting("PRECOMPILE_CAPTURE_DIR", "DIR: capture every torch.compile call site into DIR "
+                      "(precompile run --capture DIR)")
+SERVE_DIR = Setting("PRECOMPILE_SERVE_DIR", "DIR: serve every torch.compile call site from DIR "
+                    "(precompile run --serve DIR)")
 LIB = Setting("PRECOMPILE_LIB", "path of libprecompile.so, when it is not in the usual place")
 
 ALL = (NO_COMPILATION, JOURNAL, STRICT, COMPILERS, ALLOW, CAPTURE, ARTIFACT, CACHE, TRACER,
-       BACKEND, SERVE, LIB)
+       BACKEND, SERVE, CAPTURE_DIR, SERVE_DIR, LIB)
 
 
 def get(setting: Setting) -> str | None:

@@ -1,4 +1,5 @@
-//! `precompile run [--lockdown [--enforce]] [--strict] [--journal PATH] -- CMD ARGS...`:
+//! `precompile run [--lockdown [--enforce]] [--strict] [--journal PATH]
+//! [--capture DIR | --serve DIR] -- CMD ARGS...`:
 //! execs CMD with the shim preloaded and the options as environment
 //! variables. It is an exec, so CMD's exit status is ours. With `--enforce`
 //! it stays as CMD's parent and supervisor instead (`crate::enforce`).
@@ -17,7 +18,8 @@ use crate::enforce;
 use crate::locate;
 
 const HELP: &str =
-    "usage: precompile run [--lockdown [--enforce]] [--strict] [--journal PATH] [--] CMD [ARGS...]
+    "usage: precompile run [--lockdown [--enforce]] [--strict] [--journal PATH]
+                      [--capture DIR | --serve DIR] [--] CMD [ARGS...]
 
 Runs CMD with libprecompile.so preloaded (first in LD_PRELOAD, other preloads
 kept), so that CMD and every process it starts gate their compiler runs.
@@ -35,6 +37,13 @@ options:
                    (sets PRECOMPILE_STRICT=1)
   --journal PATH   append one JSON line per compiler decision to PATH
                    (sets PRECOMPILE_JOURNAL; summarize with `precompile journal PATH`)
+  --capture DIR    capture every torch.compile(...) / module.compile() call
+                   site of the tree's Python processes into DIR, one pair per
+                   site (and rank), indexed in DIR/index.json
+                   (sets PRECOMPILE_CAPTURE_DIR; list with `precompile inspect DIR`)
+  --serve DIR      serve each of those sites from DIR instead of compiling it;
+                   with --lockdown a site DIR lacks raises, naming it
+                   (sets PRECOMPILE_SERVE_DIR)
   -h, --help       this text
 
 The exit status is CMD's.
@@ -46,6 +55,8 @@ struct Options {
     enforce: bool,
     strict: bool,
     journal: Option<OsString>,
+    capture: Option<OsString>,
+    serve: Option<OsString>,
     command: Vec<OsString>,
 }
 
@@ -74,6 +85,16 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
             o.journal = Some(path);
         } else if let Some(path) = bytes.strip_prefix(b"--journal=") {
             o.journal = Some(OsStr::from_bytes(path).to_owned());
+        } else if arg == "--capture" || arg == "--serve" {
+            let dir = it
+                .next()
+                .filter(|d| !d.is_empty())
+                .ok_or_else(|| usage(format!("{} needs a DIR", arg.to_string_lossy())))?;
+            if arg == "--capture" {
+                o.capture = Some(dir);
+            } else {
+                o.serve = Some(dir);
+            }
         } else if bytes.starts_with(b"-") {
             return Err(usage(format!(
                 "run: unknown option `{}` (see `precompile run --help`)",
@@ -93,6 +114,11 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Parsed> {
     if o.enforce && !o.lockdown {
         return Err(usage(
             "run: --enforce enforces the lockdown; give --lockdown with it",
+        ));
+    }
+    if o.capture.is_some() && o.serve.is_some() {
+        return Err(usage(
+            "run: --capture and --serve exclude each other (capture once, then serve)",
         ));
     }
     if o.journal.as_ref().is_some_and(|j| j.is_empty()) {
@@ -159,6 +185,12 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let journal = o.journal.as_deref().map(absolute).transpose()?;
     if let Some(j) = &journal {
         cmd.env(env::JOURNAL, j);
+    }
+    if let Some(dir) = &o.capture {
+        cmd.env(env::CAPTURE_DIR, absolute(dir)?);
+    }
+    if let Some(dir) = &o.serve {
+        cmd.env(env::SERVE_DIR, absolute(dir)?);
     }
     if o.enforce {
         let strict = o.strict || env::is_on(std::env::var(env::STRICT).ok().as_deref());
@@ -233,6 +265,10 @@ mod tests {
         assert!(o.strict);
         assert_eq!(o.journal.unwrap(), "x");
         assert_eq!(o.command, os(&["python3", "-c", "pass"]));
+        let o = run_opts(&["--capture", "sites", "python3", "app.py"]);
+        assert_eq!(o.capture.unwrap(), "sites");
+        let o = run_opts(&["--serve", "sites", "--lockdown", "python3"]);
+        assert!(o.lockdown && o.serve.unwrap() == "sites");
         // options after the command belong to it
         let o = run_opts(&["ls", "--lockdown"]);
         assert!(!o.lockdown);
@@ -249,6 +285,8 @@ mod tests {
             &["--bogus", "x"],
             &["--journal=", "x"],
             &["--enforce", "x"],
+            &["--capture"],
+            &["--capture", "a", "--serve", "b", "x"],
         ] {
             let e = parse(os(bad))
                 .err()

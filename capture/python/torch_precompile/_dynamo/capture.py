@@ -53,10 +53,11 @@ def check_fn(fn: Callable[..., Any]) -> None:
             "the artifact rebuilds fn from its code object, which cannot restore closure "
             f"cells; {_MODULE_LEVEL}"
         )
-    if fn.__module__ == "__main__":
+    if fn.__module__ == "__main__" and main_script() is None:
         raise PrecompileError(
-            f"capture(fn={where}): fn is defined in __main__, which a serving process cannot "
-            f"import (its __main__ is another script); move it into a module and {_MODULE_LEVEL}"
+            f"capture(fn={where}): fn is defined in a __main__ that is not a script file "
+            "(python -c, a REPL, a notebook), which no later process can run again; put it "
+            f"in a script or a module and {_MODULE_LEVEL}"
         )
     if "<locals>" in fn.__qualname__:
         raise PrecompileError(
@@ -64,11 +65,46 @@ def check_fn(fn: Callable[..., Any]) -> None:
             f"process cannot find it by name; {_MODULE_LEVEL}"
         )
     module = sys.modules.get(fn.__module__)
-    if module is None or getattr(module, "__spec__", None) is None:
+    if module is None or (getattr(module, "__spec__", None) is None and fn.__module__ != "__main__"):
         raise PrecompileError(
             f"capture(fn={where}): module {fn.__module__!r} is not an importable module "
             f"(no import spec), so a serving process cannot import it; {_MODULE_LEVEL}"
         )
+
+
+class _ArtifactRecords:
+    """``CacheArtifactManager.with_fresh_cache()`` that can be entered again: the
+    block's records of what compiled in it are set aside on exit and put back on
+    the next entry; the manager's previous records come back on every exit."""
+
+    _FIELDS = ("_new_cache_artifacts", "_seen_artifacts", "_serializer", "_cache_info")
+
+    def __init__(self, manager: Any) -> None:
+        self._manager = manager
+        self._mine: list[Any] | None = None
+        self._saved: list[Any] = []
+
+    def __enter__(self) -> None:
+        manager = self._manager
+        self._saved = [getattr(manager, f) for f in self._FIELDS]
+        if self._mine is None:
+            with manager.with_fresh_cache():
+                self._mine = [getattr(manager, f) for f in self._FIELDS]
+        for field, value in zip(self._FIELDS, self._mine):
+            setattr(manager, field, value)
+
+    def __exit__(self, *exc: Any) -> None:
+        manager = self._manager
+        self._mine = [getattr(manager, f) for f in self._FIELDS]
+        for field, value in zip(self._FIELDS, self._saved):
+            setattr(manager, field, value)
+
+
+def main_script() -> str | None:
+    """The real path of the script running as __main__ (``python app.py``), if any:
+    a function defined there is served by a later run of the same script."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.realpath(path) if isinstance(path, str) and os.path.isfile(path) else None
 
 
 class DynamoCapture(Capture):
@@ -109,11 +145,25 @@ class DynamoCapture(Capture):
         with contextlib.ExitStack() as scopes:
             scopes.enter_context(self._kernel_cache_scope())
             # Only what compiles inside the block goes into the kernel bundle.
-            scopes.enter_context(CacheArtifactManager.with_fresh_cache())
+            self._artifacts = _ArtifactRecords(CacheArtifactManager)
+            scopes.enter_context(self._artifacts)
             self._session = Session(self._fn, self._tracer, self._backend)
             self._scopes = scopes.pop_all()
         self._state = "open"
         return self
+
+    def suspend(self) -> None:
+        """Step out of the block's process-wide scopes (kernel cache directories, the
+        journal, the cache-artifact records) between calls, keeping what they hold,
+        so that another capture can run in this process; resume() before the next
+        call, save() or exit. Internal: one capture per torch.compile site."""
+        self._scopes.close()
+
+    def resume(self) -> None:
+        scopes = contextlib.ExitStack()
+        scopes.enter_context(self._block)
+        scopes.enter_context(self._artifacts)
+        self._scopes = scopes
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._state = "spent"

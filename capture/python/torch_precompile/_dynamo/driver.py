@@ -32,6 +32,7 @@ import hashlib as _hashlib
 import importlib as _importlib
 import inspect as _inspect
 import marshal as _marshal
+import os as _os
 import pickle as _pickle
 import sys as _sys
 import types as _types
@@ -92,8 +93,14 @@ def _pc_check_build():
 
 def _pc_import(name):
     if name == "__main__":
-        _pc_fail("captured from a function defined in __main__, which no other process "
-                 "can import; capture a function of an importable module")
+        main, script = _sys.modules.get("__main__"), globals().get("MAIN_SCRIPT")
+        here = getattr(main, "__file__", None)
+        here = _os.path.realpath(here) if isinstance(here, str) else None
+        if script is None or here != script:
+            _pc_fail(f"captured from a function defined in the script {script or '(none)'} "
+                     f"run as __main__, and this process's __main__ is "
+                     f"{here or 'not a script'}; serve it from a run of that script")
+        return main
     try:
         return _importlib.import_module(name)
     except ImportError as e:
@@ -892,6 +899,8 @@ def _pc_entry_function():
     fn = _pc_import(FN_MODULE)
     for part in FN_QUALNAME.split("."):
         fn = getattr(fn, part, None)
+    while getattr(fn, "__precompile_site__", False):  # @torch.compile's wrapper under fn's name
+        fn = fn.__wrapped__
     if not isinstance(fn, _types.FunctionType):
         _pc_fail(f"{FN_MODULE}.{FN_QUALNAME} is not a function in the serving process")
     return fn

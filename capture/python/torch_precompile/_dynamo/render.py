@@ -136,6 +136,12 @@ def metadata(session: Any, records: list[dict[str, Any]], summary: PrecompileSum
         # Sources pinned to the value the capture saw; any other value misses.
         "WONT_GENERALIZE": list(summary.wont_generalize),
     }
+    from .capture import main_script
+
+    if main_script() is not None:
+        # what the artifact reads of __main__ (fn, a class defined in the script) is
+        # served only where the same script runs as __main__
+        meta["MAIN_SCRIPT"] = main_script()
     if mode == "installed":
         meta["SERVE_TIME_COMPILES"] = True  # honors load(allow_serve_time_compiles=True)
     return meta

@@ -28,7 +28,10 @@ _lock = threading.Lock()
 
 
 class KernelBlock:
-    """One capture block's kernel bookkeeping. Enter/exit around the block."""
+    """One capture block's kernel bookkeeping. Enter/exit around the block; a
+    capture that is suspended between its calls (torch.compile sites, one capture
+    each) exits and enters it again, keeping its directories and records until
+    close()."""
 
     def __init__(self) -> None:
         self.root = ""
@@ -60,9 +63,10 @@ class KernelBlock:
                     "overlap two captures (their kernel caches would mix)"
                 )
             _active.append(self)
-        self.root = tempfile.mkdtemp(prefix="precompile-block-")
-        os.makedirs(self.inductor_dir)
-        os.makedirs(self.triton_dir)
+        if not self.root:  # entered again after an exit (a suspended capture): same directories
+            self.root = tempfile.mkdtemp(prefix="precompile-block-")
+            os.makedirs(self.inductor_dir)
+            os.makedirs(self.triton_dir)
         # Triton's autotuning cache is on inside the block so decisions ship.
         for name, value in zip(_ENV, (self.inductor_dir, self.triton_dir, "1")):
             self._saved_env[name] = os.environ.get(name)

@@ -1,0 +1,486 @@
+"""torch.compile call sites, captured into a directory and served from it.
+
+``PRECOMPILE_CAPTURE_DIR=DIR`` (``precompile run --capture DIR``): in every booted
+process, ``torch.compile(obj, ...)`` and ``nn.Module.compile(...)`` return an
+object that behaves as torch.compile's would, and every call of it goes through one
+capture per call site. The pairs are checkpointed after each call that captured
+something and indexed in ``DIR/index.json`` (site -> pair, options, summary).
+Capture never breaks the job: a site that cannot be captured compiles as usual,
+with one line on stderr naming it and why.
+
+``PRECOMPILE_SERVE_DIR=DIR`` (``precompile run --serve DIR``): each such
+``torch.compile(...)`` returns the loaded runnable of its site. A site the index
+lacks raises PrecompileError naming it under the lockdown; outside it, it compiles
+as usual after one warning naming it.
+
+A site is named by what it compiles and where (``Net@app.py:12``: the compiled
+object's qualified name, the caller's file relative to the working directory, and
+the line): stable across runs of the same code. In a torchrun worker every rank
+has its own pair of each site.
+
+What is captured: a module through an entry function of its own site
+(``_sites``); a function as itself, when it is a plain function of a module or of
+the script run as ``__main__`` (a closure, a lambda or a bound method compiles as
+usual, named on stderr). ``backend`` "inductor" and "eager", ``dynamic``,
+``fullgraph`` (a capture with a graph break is not written), ``mode`` and
+``options`` (Inductor's configuration while the site's calls are captured) are
+honoured; another backend is refused by name and compiles as usual.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import types
+import warnings
+from typing import Any, Callable
+
+from . import _settings
+
+_PREFIX = "torch_precompile"
+INDEX = "index.json"
+_BACKENDS = ("inductor", "eager")
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"{_PREFIX}: {message}\n")
+    sys.stderr.flush()
+
+
+def arm() -> None:
+    capture_dir = _settings.get(_settings.CAPTURE_DIR)
+    serve_dir = _settings.get(_settings.SERVE_DIR)
+    if capture_dir and serve_dir:
+        _say("PRECOMPILE_CAPTURE_DIR and PRECOMPILE_SERVE_DIR are both set; give one "
+             "(sites are neither captured nor served)")
+        return
+    if not (capture_dir or serve_dir):
+        return
+    from ._boot import when_torch_imported
+
+    mode = _Capturing(capture_dir) if capture_dir else _Serving(serve_dir)  # type: ignore[arg-type]
+    when_torch_imported(mode.patch)
+
+
+# --------------------------------------------------------------------------- sites
+
+
+def _rank() -> str:
+    rank = os.environ.get("RANK", "")
+    return rank if rank.isdigit() else "0"
+
+
+def _caller_site(obj: Any, depth: int) -> str:
+    """``qualname@file:line`` of the torch.compile call ``depth`` frames up."""
+    frame = sys._getframe(depth + 1)
+    path = frame.f_code.co_filename
+    try:
+        rel = os.path.relpath(path)
+        path = rel if not rel.startswith("..") else path
+    except ValueError:
+        pass
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    if isinstance(obj, _torch_module()):
+        name = type(obj).__qualname__
+    return f"{name}@{path}:{frame.f_lineno}"
+
+
+def _torch_module() -> type:
+    import torch
+
+    return torch.nn.Module
+
+
+def _site_id(site: str) -> str:
+    return hashlib.sha256(site.encode()).hexdigest()[:12]
+
+
+def _pair_names(site: str) -> tuple[str, str]:
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", site.split("@", 1)[0]).strip("_")[:40] or "site"
+    base = f"{slug}-{_site_id(site)}.rank{_rank()}"
+    return base + ".py", base + ".cache"
+
+
+def _options(fullgraph: bool, dynamic: Any, backend: Any, mode: Any, options: Any) -> dict[str, Any]:
+    return {"fullgraph": bool(fullgraph), "dynamic": dynamic,
+            "backend": backend if isinstance(backend, str) else repr(backend),
+            "mode": mode, "options": dict(options or {})}
+
+
+def _not_capturable(obj: Any, backend: Any, mode: Any) -> str | None:
+    """Why a site cannot be captured, or None."""
+    import torch
+
+    if not isinstance(backend, str) or backend not in _BACKENDS:
+        return (f"backend={backend!r} is not one an artifact holds (use "
+                f"{' or '.join(map(repr, _BACKENDS))})")
+    if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        return f"mode={mode!r} is not one of torch.compile's modes"
+    if isinstance(obj, torch.nn.Module):
+        return None
+    from ._dynamo.capture import check_fn
+    from ._errors import PrecompileError
+
+    try:
+        check_fn(obj)
+    except PrecompileError as e:
+        return str(e).split(": ", 1)[-1]
+    return None
+
+
+@contextlib.contextmanager
+def _inductor_config(mode: Any, options: Any, dynamic: Any):
+    """Inductor's configuration for ``mode`` and ``options`` while a site's calls
+    are captured, as torch.compile sets it for its own compiles."""
+    if mode in (None, "default") and not options:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+    from torch._inductor import list_mode_options
+
+    patch = dict(list_mode_options(mode, dynamic) if mode not in (None, "default") else {})
+    patch.update(options or {})
+    with inductor_config.patch(patch):
+        yield
+
+
+# --------------------------------------------------------------------------- index
+
+
+class _Index:
+    """``DIR/index.json``: site -> {"ranks": {rank: pair and summary}, options, what}.
+    Read-modify-write under a lock file: the ranks of a job share the directory."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def read(self) -> dict[str, Any]:
+        try:
+            with open(os.path.join(self.root, INDEX), encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {"format": "torch_precompile/sites/1", "sites": {}}
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{os.path.join(self.root, INDEX)} is not a readable index ({e})") from e
+        return data
+
+    def record(self, site: str, entry: dict[str, Any], rank_entry: dict[str, Any]) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        with open(os.path.join(self.root, ".index.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self.read()
+            slot = data["sites"].setdefault(site, {})
+            slot.update(entry)
+            slot.setdefault("ranks", {})[_rank()] = rank_entry
+            tmp = os.path.join(self.root, f".{INDEX}.{os.getpid()}")
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.replace(tmp, os.path.join(self.root, INDEX))
+
+
+# --------------------------------------------------------------------------- patching
+
+
+class _Mode:
+    """Both modes patch the same two entry points the moment torch is imported."""
+
+    def patch(self, torch: Any) -> None:
+        real_compile = torch.compile
+        real_module_compile = torch.nn.Module.compile
+        mode = self
+
+        def compile_(model: Any = None, **kwargs: Any) -> Any:
+            if model is None:  # @torch.compile(...) with options: a decorator
+                return lambda fn: mode.site(fn, kwargs, real_compile, depth=1)
+            return mode.site(model, kwargs, real_compile, depth=1)
+
+        def module_compile(module: Any, *args: Any, **kwargs: Any) -> None:
+            if args:  # torch.compile's positional order after model
+                kwargs = dict(zip(("fullgraph", "dynamic", "backend", "mode", "options", "disable"), args),
+                              **kwargs)
+            module._compiled_call_impl = mode.site(module, kwargs, real_compile, depth=1, own_call=True)
+
+        compile_.__doc__ = real_compile.__doc__
+        compile_.__wrapped__ = real_compile  # type: ignore[attr-defined]
+        compile_.__precompile_sites__ = True  # type: ignore[attr-defined]
+        module_compile.__doc__ = real_module_compile.__doc__
+        torch.compile = compile_
+        torch.nn.Module.compile = module_compile
+
+    def site(self, obj: Any, kwargs: dict[str, Any], real: Callable[..., Any], *, depth: int,
+             own_call: bool = False) -> Any:
+        raise NotImplementedError
+
+
+def _as_torch_compiles(obj: Any, kwargs: dict[str, Any], real: Callable[..., Any], own_call: bool) -> Any:
+    """What torch.compile would have returned (``own_call``: what Module.compile stores)."""
+    if own_call:
+        return real(obj._call_impl, **kwargs)
+    return real(obj, **kwargs)
+
+
+def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """torch.compile's options, or why one of them is not one it takes."""
+    known = {"fullgraph": False, "dynamic": None, "backend": "inductor", "mode": None,
+             "options": None, "disable": False}
+    unknown = set(kwargs) - set(known)
+    if unknown:
+        return known, f"torch.compile takes no option {sorted(unknown)}"
+    known.update(kwargs)
+    return known, None
+
+
+class _SiteModule:
+    """What ``torch.compile(module)`` returns here: the module's attributes, state
+    and parameters as the module's own, calls through the site."""
+
+    def __new__(cls, module: Any, call: Callable[..., Any]) -> Any:
+        import torch
+
+        class CompiledModule(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self._orig_mod = module
+
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                return call(self._orig_mod, *args, **kwargs)
+
+            def __getattr__(self, name: str) -> Any:
+                try:
+                    return super().__getattr__(name)
+                except AttributeError:
+                    return getattr(self._modules["_orig_mod"], name)
+
+        CompiledModule.__qualname__ = f"PrecompiledSite[{type(module).__qualname__}]"
+        return CompiledModule()
+
+
+class _Capturing(_Mode):
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.index = _Index(root)
+        self.sites: dict[str, _SiteCapture] = {}
+        atexit.register(self.finish)
+
+    def site(self, obj: Any, kwargs: dict[str, Any], real: Callable[..., Any], *, depth: int,
+             own_call: bool = False) -> Any:
+        import torch
+
+        options, bad = _split(kwargs)
+        site = _caller_site(obj, depth + 1)
+        if options["disable"]:
+            return _as_torch_compiles(obj, kwargs, real, own_call)
+        why = bad or _not_capturable(obj, options["backend"], options["mode"])
+        if why is None and site in self.sites:
+            why = "a second torch.compile at the same line (a loop?) shares its site's name"
+        if why is not None:
+            _say(f"torch.compile site {site}: not captured ({why}); it compiles as usual")
+            return _as_torch_compiles(obj, kwargs, real, own_call)
+        capture = self.sites[site] = _SiteCapture(self, site, obj, options, own_call)
+        if isinstance(obj, torch.nn.Module):
+            if own_call:
+                return lambda *args, **kw: capture.call((obj, *args), kw)
+            return _SiteModule(obj, lambda m, *args, **kw: capture.call((m, *args), kw))
+
+        def compiled(*args: Any, **kw: Any) -> Any:
+            return capture.call(args, kw)
+
+        return _wrapped(compiled, obj)
+
+    def finish(self) -> None:
+        for capture in self.sites.values():
+            capture.finish()
+
+
+def _wrapped(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
+    import functools
+
+    try:
+        compiled = functools.wraps(fn)(compiled)
+    except (AttributeError, TypeError):
+        pass
+    compiled.__wrapped__ = fn  # type: ignore[attr-defined]
+    # an artifact of fn finds fn through this wrapper bound under fn's name (@torch.compile)
+    compiled.__precompile_site__ = True  # type: ignore[attr-defined]
+    return compiled
+
+
+class _SiteCapture:
+    """One site's capture, open for the process's lifetime, written at exit."""
+
+    def __init__(self, mode: _Capturing, site: str, obj: Any, options: dict[str, Any], own_call: bool) -> None:
+        import torch
+
+        self.mode, self.site, self.options = mode, site, options
+        code, cache = _pair_names(site)
+        self.paths = (os.path.join(mode.root, code), os.path.join(mode.root, cache))
+        if isinstance(obj, torch.nn.Module):
+            from ._sites import entry_module
+
+            entry = entry_module(_site_id(site) + "r" + _rank())
+            self.fn = entry.call_impl if own_call else entry.call
+            self.what = "module.compile()" if own_call else "module"
+        else:
+            self.fn, self.what = obj, "function"
+        self.cap: Any = None
+        self.calls = self.captured = self.saved = 0
+        self.failed: str | None = None
+        self.lock = threading.Lock()
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        import torch
+
+        from ._kernels.block import active
+
+        # Inside another site's capture call (a compiled module calling a compiled
+        # function) or a trace, the site is part of that capture: it runs as itself.
+        if torch.compiler.is_compiling() or active() is not None or self.failed is not None:
+            return self.fn(*args, **kwargs)
+        with self.lock:
+            self.calls += 1
+            try:
+                if self.cap is None:
+                    self._open()
+                else:
+                    self.cap.resume()
+                try:
+                    with _inductor_config(self.options["mode"], self.options["options"], self.options["dynamic"]):
+                        result = self.cap(*args, **kwargs)
+                    if self.options["fullgraph"] and self.cap.summary().frames > 1:
+                        self.failed = (f"fullgraph=True and the capture has a graph break "
+                                       f"({self.cap.summary()}); nothing of it is kept")
+                        _say(f"torch.compile site {self.site}: {self.failed}")
+                        self._abandon()
+                        return result
+                    self.captured += 1
+                    try:
+                        self.cap.save()  # checkpoint: a job killed later keeps a loadable pair
+                        self.saved = self.captured
+                        self._index()
+                    except Exception as e:  # noqa: BLE001 - said; the last checkpoint is kept
+                        _say(f"torch.compile site {self.site}: checkpoint after call {self.calls} "
+                             f"not written ({str(e).splitlines()[0]})")
+                finally:
+                    if self.cap is not None:
+                        self.cap.suspend()
+            except Exception as e:  # capture must never break the job
+                self.failed = f"{type(e).__name__}: {e}"
+                _say(f"torch.compile site {self.site}: capture failed on call {self.calls} "
+                     f"({self.failed.splitlines()[0]}); the call runs uncaptured and capture stops")
+                self._abandon()
+                return self.fn(*args, **kwargs)
+            return result
+
+    def _open(self) -> None:
+        import torch_precompile as tp
+
+        tracer = tp.DynamoTracer(dynamic=self.options["dynamic"])
+        self.cap = tp.capture(self.fn, artifact_path=self.paths[0], cache_path=self.paths[1],
+                              tracer=tracer, backend=self.options["backend"])
+        self.cap.__enter__()
+
+    def _abandon(self) -> None:
+        if self.cap is not None:
+            with contextlib.suppress(Exception):
+                self.cap.resume()
+                self.cap.__exit__(RuntimeError, RuntimeError("abandoned"), None)
+        self.cap = None
+
+    def _index(self) -> None:
+        self.mode.index.record(
+            self.site,
+            {"what": self.what, "options": self.options},
+            {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
+             "summary": str(self.cap.summary()), "calls_captured": self.captured})
+
+    def finish(self) -> None:
+        if self.cap is None:
+            if self.failed is None and self.calls == 0:
+                _say(f"torch.compile site {self.site}: never called, so nothing was captured")
+            return
+        try:
+            summary = str(self.cap.summary())
+            self.cap.resume()
+            if self.saved == self.captured:
+                self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
+            else:
+                self.cap.__exit__(None, None, None)
+                self._index()
+        except Exception as e:  # noqa: BLE001
+            _say(f"torch.compile site {self.site}: writing {self.paths[0]} failed: "
+                 f"{str(e).splitlines()[0]}; the last checkpoint (if any) is kept")
+            return
+        _say(f"captured torch.compile site {self.site} from {self.captured} of {self.calls} "
+             f"call(s) into {self.paths[0]}: {summary}")
+
+
+class _Serving(_Mode):
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.index = _Index(root)
+        self.warned: set[str] = set()
+
+    def site(self, obj: Any, kwargs: dict[str, Any], real: Callable[..., Any], *, depth: int,
+             own_call: bool = False) -> Any:
+        import torch
+
+        from . import _lockdown
+        from ._errors import PrecompileError
+
+        site = _caller_site(obj, depth + 1)
+        options, _bad = _split(kwargs)
+        if options["disable"]:
+            return _as_torch_compiles(obj, kwargs, real, own_call)
+        try:
+            entry = self.index.read()["sites"].get(site)
+        except ValueError as e:
+            raise PrecompileError(f"torch.compile site {site}: {e}") from None
+        pair = (entry or {}).get("ranks", {}).get(_rank())
+        if pair is None:
+            why = (f"torch.compile site {site} has no captured pair in {self.root}"
+                   + ("" if entry is None else f" for rank {_rank()}"))
+            if _lockdown.current() is not None:
+                raise PrecompileError(
+                    f"{why}, and this process is locked down; capture it (precompile run "
+                    f"--capture {self.root} -- ...) or serve without --lockdown")
+            if site not in self.warned:
+                self.warned.add(site)
+                warnings.warn(f"{why}; it compiles as usual", RuntimeWarning, stacklevel=depth + 2)
+            return _as_torch_compiles(obj, kwargs, real, own_call)
+        paths = (os.path.join(self.root, pair["artifact"]), os.path.join(self.root, pair["cache"]))
+        if isinstance(obj, torch.nn.Module):
+            runnable = _load(site, paths)
+            if own_call:
+                return lambda *args, **kw: runnable(obj, *args, **kw)
+            return _SiteModule(obj, runnable)
+        # Loaded at the first call: under @torch.compile the function's name is bound
+        # (to what this returns) only after the decorator ran, and the artifact finds
+        # fn by that name.
+        loaded: list[Any] = []
+        lock = threading.Lock()
+
+        def served(*args: Any, **kw: Any) -> Any:
+            if not loaded:
+                with lock:
+                    if not loaded:
+                        loaded.append(_load(site, paths))
+            return loaded[0](*args, **kw)
+
+        return _wrapped(served, obj)
+
+
+def _load(site: str, paths: tuple[str, str]) -> Any:
+    import torch_precompile as tp
+    from ._errors import PrecompileError
+
+    try:
+        return tp.load(*paths)
+    except PrecompileError as e:
+        raise PrecompileError(f"torch.compile site {site}: {e}") from None

@@ -1,0 +1,104 @@
+"""torch.compile call sites captured and served by directory (README, "For code
+that already uses torch.compile"): unmodified scripts under ``precompile run
+--capture DIR`` then ``--serve DIR --lockdown``, each run a fresh process tree,
+serving on other weights and inputs on a cold host, compiler runs read from the
+journal."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import read_journal
+from test_multirank import CLI, cold, env_for
+
+TESTS = Path(__file__).resolve().parent
+APP = TESTS / "sites_app.py"
+
+
+def run(tmp: Path, *cmd: str, cli: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    p = subprocess.run([str(CLI), "run", *cli, "--", *cmd], env=env or env_for(tmp), cwd=tmp,
+                       capture_output=True, text=True, timeout=600)
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in p.stdout.splitlines() if "RESULT " in line]
+    return p, results
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sites_app.py captured once (seed 0, 3 and 4 rows)."""
+    if not CLI.exists():
+        pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    work = tmp_path_factory.mktemp("sites")
+    p, results = run(work, sys.executable, str(APP), "0", "3", cli=["--capture", "out"])
+    assert p.returncode == 0 and results, p.stdout[-3000:] + p.stderr[-6000:]
+    assert results[0]["calls"] == [True, True] and results[0]["compile_patched"], results
+    return work
+
+
+def test_three_sites_are_captured_and_indexed(sites: Path) -> None:
+    index = json.loads((sites / "out" / "index.json").read_text())["sites"]
+    # named by what each compiles and the file:line of its torch.compile call
+    assert sorted(s.split("@")[0] for s in index) == ["Net", "head", "scale"], index
+    assert all(re.fullmatch(re.escape(str(APP)) + r":\d+", s.split("@")[1]) for s in index), index
+    what = {s.split("@")[0]: e["what"] for s, e in index.items()}
+    assert what == {"Net": "module", "head": "function", "scale": "function"}
+    for site, entry in index.items():
+        pair = entry["ranks"]["0"]
+        assert (sites / "out" / pair["artifact"]).exists() and (sites / "out" / pair["cache"]).exists()
+        assert pair["calls_captured"] == 2 and "UNCOVERED" not in pair["summary"], (site, pair)
+    scale = next(e for s, e in index.items() if s.startswith("scale@"))
+    assert scale["options"]["dynamic"] is False and scale["options"]["backend"] == "inductor"
+    # the CLI lists them, each pair's cache header checked
+    p = subprocess.run([str(CLI), "inspect", str(sites / "out")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("sites            3 in ") and "compiles       module" in p.stdout
+    assert p.stdout.count("backend inductor, tracer dynamo") == 3 and "UNUSABLE" not in p.stdout, p.stdout
+
+
+def test_served_locked_down_on_other_weights_with_no_compiler_run(sites: Path, tmp_path: Path) -> None:
+    env = cold(tmp_path)
+    journal = tmp_path / "journal.jsonl"
+    p, results = run(sites, sys.executable, str(APP), "5", "3", "--extra", env=env,
+                     cli=["--serve", "out", "--lockdown", "--strict", "--journal", str(journal)])
+    assert p.returncode == 0 and results, p.stdout[-3000:] + p.stderr[-6000:]
+    r = results[0]
+    # seed 5: other weights and inputs than the capture's, each call equal to eager
+    assert r["calls"] == [True, True], r
+    assert r["state_dict_keys"] == ["_orig_mod.fc1.bias"], r   # as torch.compile's module
+    # a site the capture never reached is refused by name under the lockdown
+    assert r["extra"].startswith("PrecompileError: torch.compile site shift@"), r
+    assert "has no captured pair" in r["extra"] and "locked down" in r["extra"], r
+    assert read_journal(journal) == []
+
+
+def test_without_the_lockdown_an_unknown_site_compiles_after_one_warning(sites: Path) -> None:
+    p, results = run(sites, sys.executable, "-W", "always::RuntimeWarning", str(APP), "5", "3", "--extra",
+                     cli=["--serve", "out"])
+    assert p.returncode == 0 and results, p.stdout[-3000:] + p.stderr[-6000:]
+    assert results[0]["extra"] is True and results[0]["calls"] == [True, True], results
+    assert p.stderr.count("torch.compile site shift@") == 1 and "compiles as usual" in p.stderr, p.stderr
+
+
+@pytest.mark.slow
+def test_torchrun_workers_sites_captured_per_rank_and_served(tmp_path: Path) -> None:
+    if not CLI.exists():
+        pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+              str(TESTS / "sites_dist.py")]
+    p, results = run(tmp_path, *launch, "0", cli=["--capture", "out"])
+    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
+    index = json.loads((tmp_path / "out" / "index.json").read_text())["sites"]
+    assert len(index) == 1 and sorted(next(iter(index.values()))["ranks"]) == ["0", "1"], index
+    serve = tmp_path / "serve"
+    serve.mkdir()
+    journal = serve / "journal.jsonl"
+    p, results = run(tmp_path, *launch, "3", env=cold(serve),
+                     cli=["--serve", "out", "--lockdown", "--strict", "--journal", str(journal)])
+    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
+    assert all(r["close"] == [True, True] for r in results), results
+    assert read_journal(journal) == []
