@@ -19,6 +19,19 @@ The wrap happens right after the module body runs and before any importer sees t
 module, so ``from pkg.mod import fn`` binds the wrapper too. ``fn`` may be a dotted
 attribute path (``Class.method`` wraps the function stored on the class). Bad
 configuration is one line on stderr naming the variable.
+
+A target that is an ``nn.Module`` subclass (``pkg.mod:Class``) captures every call
+of every instance as ``fn(model, *args, **kwargs)``: the class's ``__call__`` goes
+through an entry function of the package (``_sites``) that runs the module's own
+call, so a ``forward`` wrapped in decorators (``functools.wraps`` closures, as
+transformers' are) is traced as the model runs it. ``Class.forward`` when that
+``forward`` is a closure is the same target; another closure method is refused
+naming the class as the remedy. A call of an instance inside another's captured
+call (a model holding a module of its own class) is part of that capture.
+
+A function defined in the script run as ``__main__`` (``__main__:step``) is wrapped
+when the script's body binds it: a trace hook watches the script's own top-level
+lines only until then.
 """
 
 from __future__ import annotations
@@ -52,6 +65,75 @@ def _resolve(module: Any, path: list[str]) -> tuple[Any, str, Any]:
         owner = getattr(owner, part)
     name = path[-1]
     return owner, name, getattr(owner, name)
+
+
+def _when_bound(module_name: str, name: str, callback: Callable[[Any], None]) -> None:
+    """``callback(module)`` once ``module_name`` is imported; for ``__main__`` (the
+    script being run, which is never imported), once its top-level code has bound
+    ``name``: a trace function watches the lines of the script's own top level,
+    and only until then."""
+    if module_name != "__main__":
+        from .gates.on_import import when_imported
+
+        when_imported(module_name, callback)
+        return
+    main = sys.modules.get("__main__")
+    if main is None:
+        return
+    scope = main.__dict__
+    previous = sys.gettrace()
+
+    def done(frame: Any) -> None:
+        sys.settrace(previous)
+        frame.f_trace = None
+        callback(main)
+
+    def lines(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and name in scope:
+            done(frame)
+            return None
+        if event == "return":  # the script ended without binding it
+            sys.settrace(previous)
+        return lines
+
+    def calls(frame: Any, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_globals is scope and frame.f_code.co_name == "<module>":
+            return lines
+        return None
+
+    sys.settrace(calls)
+
+
+def module_class_target(owner: Any, name: str, fn: Any, var: str, spec: str) -> Any:
+    """The nn.Module subclass a target names (``Class``, or ``Class.forward`` when that
+    forward is a closure), or None for a plain function target. Raises ValueError
+    for a closure method that is not an nn.Module's forward."""
+    torch_nn = sys.modules.get("torch.nn")
+    module_type = getattr(torch_nn, "Module", None)
+    if isinstance(fn, type):
+        if module_type is None or not issubclass(fn, module_type):
+            raise ValueError(f"{var}={spec!r}: {fn.__qualname__} is a class but not an "
+                             "nn.Module subclass (name a function, or a module class)")
+        return fn
+    closure = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    if isinstance(owner, type) and closure:
+        if module_type is not None and issubclass(owner, module_type) and name == "forward":
+            return owner
+        raise ValueError(f"{var}={spec!r}: {owner.__qualname__}.{name} is a closure over "
+                         f"{list(closure)}, which an artifact cannot rebuild; name the class "
+                         f"({spec.rsplit('.', 1)[0]}) when it is an nn.Module, or a plain function")
+    return None
+
+
+def class_entry(spec: str) -> Callable[..., Any]:
+    """The entry function a module-class target is captured and served through: the
+    module's own call, in an entry module named after the target."""
+    import hashlib
+
+    from ._sites import entry_module
+
+    target = spec.split("=", 1)[0].removesuffix(".forward")
+    return entry_module("c" + hashlib.sha256(target.encode()).hexdigest()[:12]).call_impl
 
 
 class NotAWorker(ValueError):
@@ -100,6 +182,7 @@ class _EnvCapture:
         self.tracer_name = _settings.get(_settings.TRACER) or "dynamo"
         self.backend = _settings.get(_settings.BACKEND) or "inductor"
         self.cap: Any = None
+        self.cap_running = False  # a capture call is running (a nested call is part of it)
         self.calls = 0
         self.captured = 0
         self.failed: str | None = None
@@ -147,6 +230,20 @@ class _EnvCapture:
         import functools
 
         env_capture = self
+        try:
+            cls = module_class_target(owner, name, fn, "PRECOMPILE_CAPTURE", self.spec)
+        except ValueError as e:
+            _say(f"{e}; nothing will be captured")
+            self.reported = True
+            return
+        if cls is not None:
+            entry = class_entry(self.spec)
+
+            def captured_call(model: Any, *args: Any, **kwargs: Any) -> Any:
+                return env_capture.call(entry, (model, *args), kwargs)
+
+            cls.__call__ = captured_call
+            return
 
         @functools.wraps(fn)
         def captured(*args: Any, **kwargs: Any) -> Any:
@@ -164,13 +261,21 @@ class _EnvCapture:
         self.cap.__enter__()
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        import torch
+
+        if self.cap_running or torch.compiler.is_compiling():
+            return fn(*args, **kwargs)  # inside this capture's own call: part of it
         self.calls += 1
         if self.failed is not None or (self.tracer_name == "make_fx" and self.captured >= 1):
             return fn(*args, **kwargs)
         try:
             if self.cap is None:
                 self._open(fn)
-            result = self.cap(*args, **kwargs)
+            self.cap_running = True
+            try:
+                result = self.cap(*args, **kwargs)
+            finally:
+                self.cap_running = False
         except Exception as e:  # capture must never break the job
             self.failed = f"{type(e).__name__}: {e}"
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: capture failed on call {self.calls} "
@@ -200,7 +305,10 @@ class _EnvCapture:
         if not self.imported:
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: module {self.module_name} was never "
                  "imported, so nothing was captured (a script run as __main__ is not "
-                 f"'{self.module_name}': put fn in an importable module)")
+                 f"'{self.module_name}': name it __main__:{'.'.join(self.path)})"
+                 if self.module_name != "__main__" else
+                 f"PRECOMPILE_CAPTURE={self.spec!r}: the script never bound "
+                 f"{self.path[0]!r} at its top level, so nothing was captured")
             return
         if self.cap is None:
             if self.failed is None:
@@ -237,7 +345,7 @@ def _arm_capture(spec: str) -> None:
         return
     from .gates.on_import import when_imported
 
-    when_imported(module_name, env_capture.wrap)
+    _when_bound(module_name, path[0], env_capture.wrap)
     atexit.register(env_capture.finish)
 
 
@@ -268,7 +376,8 @@ def _arm_serve(spec: str) -> None:
     from .gates.on_import import when_imported
 
     for module_name, path, code, cache in items:
-        when_imported(module_name, lambda m, p=path, c=code, k=cache, n=module_name: _serve(m, n, p, c, k))
+        _when_bound(module_name, path[0],
+                    lambda m, p=path, c=code, k=cache, n=module_name: _serve(m, n, p, c, k))
 
 
 def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str) -> None:
@@ -279,15 +388,19 @@ def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str
     except AttributeError:
         _say(f"PRECOMPILE_SERVE: {module_name} has no attribute {'.'.join(path)}; not served")
         return
+    spec = f"{module_name}:{'.'.join(path)}"
     try:
-        import torch_precompile as tp
-
-        code = per_rank("PRECOMPILE_SERVE", code, shared_ok=True)
-        cache = per_rank("PRECOMPILE_SERVE", cache, shared_ok=True)
-        runnable = tp.load(code, cache)
-    except Exception as e:
-        message = (f"PRECOMPILE_SERVE: {module_name}:{'.'.join(path)} could not be loaded from "
-                   f"{code} + {cache}: {str(e).splitlines()[0]}")
+        cls = module_class_target(owner, name, fn, "PRECOMPILE_SERVE", spec)
+    except ValueError as e:
+        _say(f"{e}; not served")
+        return
+    if cls is not None:
+        cls.__call__ = _class_server(spec, code, cache)
+        return
+    try:
+        runnable = _load(spec, code, cache)
+    except _Unloadable as e:
+        message = str(e)
         _say(message)
 
         @functools.wraps(fn)
@@ -299,3 +412,48 @@ def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str
         setattr(owner, name, unloadable)
         return
     setattr(owner, name, runnable)
+
+
+class _Unloadable(Exception):
+    pass
+
+
+def _load(spec: str, code: str, cache: str) -> Any:
+    try:
+        import torch_precompile as tp
+
+        code = per_rank("PRECOMPILE_SERVE", code, shared_ok=True)
+        cache = per_rank("PRECOMPILE_SERVE", cache, shared_ok=True)
+        return tp.load(code, cache)
+    except Exception as e:
+        raise _Unloadable(f"PRECOMPILE_SERVE: {spec} could not be loaded from {code} + {cache}: "
+                          f"{str(e).splitlines()[0]}") from e
+
+
+def _class_server(spec: str, code: str, cache: str) -> Callable[..., Any]:
+    """A module class's ``__call__`` served from the pair, loaded at the first call:
+    the guards built at load read what constructing a model sets up (transformers
+    registers each model class's recordable outputs in its ``__init__``)."""
+    import threading
+
+    class_entry(spec)  # the entry module the artifact imports
+    lock = threading.Lock()
+    loaded: list[Any] = []
+    failed: list[str] = []
+
+    def served_call(model: Any, *args: Any, **kwargs: Any) -> Any:
+        if not loaded:
+            with lock:
+                if not loaded and not failed:
+                    try:
+                        loaded.append(_load(spec, code, cache))
+                    except _Unloadable as e:
+                        failed.append(str(e))
+                        _say(failed[0])
+        if failed:
+            from ._errors import PrecompileError
+
+            raise PrecompileError(failed[0])
+        return loaded[0](model, *args, **kwargs)
+
+    return served_call

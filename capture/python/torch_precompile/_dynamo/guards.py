@@ -10,6 +10,7 @@ one, the drops that are risky, and the facts compared across variants.
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
 import warnings
@@ -141,6 +142,7 @@ class Ledger:
         # by the trace these guards are for, through a process group or os.environ
         rank_read = process_groups.take_rank_reads() | process_groups.reads_environ(e.name for e in entries)
         configs = library_objects.config_roots(entries, [not k for k in default])
+        arguments = _keyword_arguments(current.python_code if current is not None else None)
         facts = set()
         for keep, by_default, e in zip(decisions, default, entries):
             why, pin = "", None
@@ -148,7 +150,7 @@ class Ledger:
                 # A drop the default filter would not make is the caller's choice,
                 # and nothing here can tell what it gave up: risky by construction.
                 why, pin = ("guard_filter_fn dropped a guard the default filter keeps", None) \
-                    if by_default else _judge(e, rank_read, configs)
+                    if by_default else _judge(e, rank_read, configs, arguments)
             code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
             facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin))
         if rank_read and not any(f.pin and f.pin[1][0] == "process_group" and f.pin[1][3] is not None
@@ -280,9 +282,18 @@ class Ledger:
         return tuple(sorted(survivors))
 
 
-def _judge(e: Any, rank_read: bool, configs: dict[str, Any]) -> tuple[str, Any]:
+def _keyword_arguments(code: Any) -> str | None:
+    """The name of a frame's ``**kwargs`` parameter, if it has one."""
+    if code is None or not code.co_flags & inspect.CO_VARKEYWORDS:
+        return None
+    at = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS)
+    return code.co_varnames[at]
+
+
+def _judge(e: Any, rank_read: bool, configs: dict[str, Any], arguments: str | None = None) -> tuple[str, Any]:
     """(why risky or "", pin) for a guard the default filter drops; ``configs``:
-    the frame's dropped configuration objects (library_objects.config_roots)."""
+    the frame's dropped configuration objects (library_objects.config_roots);
+    ``arguments``: the frame's ``**kwargs`` parameter, whose entries are arguments."""
     from . import process_groups
 
     try:
@@ -297,7 +308,7 @@ def _judge(e: Any, rank_read: bool, configs: dict[str, Any]) -> tuple[str, Any]:
             expr = e.orig_guard.originating_source.name
             return ("holds an optimizer made at run time, checked by its class and parameter groups "
                     "instead of its identity", (expr, optimizer) if _plain_expression(expr) else None)
-        why = risk(e)
+        why = risk(e, arguments)
         return (why, pin_of(e)) if why else ("", None)
     except Exception as err:  # noqa: BLE001 - a source that refuses to be read: fail closed
         return f"its source could not be judged ({type(err).__name__})", None
@@ -390,14 +401,15 @@ def _fixed_container(parent: Any) -> bool:
     return kind in ("AttrSource", "GenericAttrSource") and parent.member in _STRUCTURE
 
 
-def risk(e: Any) -> str | None:
+def risk(e: Any, arguments: str | None = None) -> str | None:
     """Why a guard the default filter drops hangs off a slot the serving process
     can fill differently (a registry or configuration read), or None when it
     guards a binding fixed once its module and classes are imported: a module
     attribute holding a module, class or function (re-exports included),
     Dynamo's by-id globals and import aliases, anything read off a class
     (``model.__class__``, ``type(m).__dict__[...]``, an MRO entry, a method's
-    closure cell or code). A lint, not a proof."""
+    closure cell or code). An entry of the frame's ``**kwargs`` (``arguments``) is an
+    argument of the call, as a positional one is. A lint, not a proof."""
     steps = _chain(e.orig_guard.originating_source)
     root = steps[0]
     if type(root).__name__ == "LocalSource" and root.local_name == "__nested_resume_fns":
@@ -408,7 +420,9 @@ def risk(e: Any) -> str | None:
         if kind in _CLASS_LEVEL:
             class_level = True
         if kind in _DICT_READS and not _fixed_container(parent) and not (
-                kind == "GetItemSource" and isinstance(step.index, int)):
+                kind == "GetItemSource" and isinstance(step.index, int)) and not (
+                parent is root and arguments is not None
+                and type(root).__name__ == "LocalSource" and root.local_name == arguments):
             return (f"reads the registry or configuration dict entry {slot_source(step.name)}, "
                     "which a registration or setting in the serving process can change")
     if not class_level and e.has_value and not isinstance(
