@@ -361,9 +361,10 @@ class _SiteCapture:
                         return result
                     self.captured += 1
                     try:
-                        self.cap.save()  # checkpoint: a job killed later keeps a loadable pair
+                        if self.cap.unsaved():  # checkpoint: a job killed later keeps a loadable pair
+                            self.cap.save()
+                            self._index()
                         self.saved = self.captured
-                        self._index()
                     except Exception as e:  # noqa: BLE001 - said; the last checkpoint is kept
                         _say(f"torch.compile site {self.site}: checkpoint after call {self.calls} "
                              f"not written ({str(e).splitlines()[0]})")

@@ -284,7 +284,10 @@ class _EnvCapture:
             return fn(*args, **kwargs)
         self.captured += 1
         try:
-            self.cap.save()  # checkpoint: a job killed later still leaves a loadable pair
+            # checkpoint, when the call compiled something new: a job killed later
+            # still leaves a loadable pair
+            if getattr(self.cap, "unsaved", lambda: True)():
+                self.cap.save()
             self.saved = self.captured
         except Exception as e:
             _say(f"PRECOMPILE_CAPTURE={self.spec!r}: checkpoint after call {self.calls} not "

@@ -185,6 +185,16 @@ class DynamoCapture(Capture):
     def save(self) -> None:
         _lifecycle.check_save(self._state)
         self._write()
+        self._saved_mark = self._mark()
+
+    def unsaved(self) -> bool:
+        """Whether calls since the last save() compiled something it does not hold
+        (a frame, a variant, a graph): the zero-code modes checkpoint only then."""
+        return self._mark() != getattr(self, "_saved_mark", None)
+
+    def _mark(self) -> tuple[int, int, int]:
+        entry = self._session.package.cache_entry()
+        return (len(entry.codes), sum(len(c.guarded_codes) for c in entry.codes), len(entry.backend_ids))
 
     def summary(self) -> PrecompileSummary:
         if self._session is None:

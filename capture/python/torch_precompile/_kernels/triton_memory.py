@@ -19,7 +19,7 @@ Saved = list[tuple[str, Any, Any]]
 
 
 def set_aside() -> Saved:
-    if "triton.runtime.jit" not in sys.modules:
+    if "triton.runtime.jit" not in sys.modules or not _can_launch():
         return []
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
@@ -34,6 +34,16 @@ def set_aside() -> Saved:
             saved.append(("tune", obj, obj.cache))
             obj.cache = {}
     return saved
+
+
+def _can_launch() -> bool:
+    """Whether a Triton kernel can have run here: a GPU is visible. Without one no
+    JITFunction holds a compiled specialization, and the scan of every live object
+    (a fifth of a second in a process that imported transformers) is skipped: a
+    torch.compile site's capture enters its block once per call."""
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
 
 
 def bring_back(saved: Saved) -> None:
