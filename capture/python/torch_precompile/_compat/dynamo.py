@@ -208,7 +208,9 @@ def claim_minted_names(scopes: Iterable[dict[str, Any]]) -> None:
     an artifact seeded into ``scopes`` (module dicts). torch 2.15 mints such a
     name free in the module; earlier releases take the next number of a counter
     that starts at 0 in every process, so the capture's numbers come round again:
-    step that counter past the largest seeded one."""
+    step that counter past the largest seeded one. Not a patch: the counter stays
+    torch's, only further along (the seeded names stay bound while the artifact
+    is loaded)."""
     from torch._dynamo import bytecode_transformation as bt
 
     if hasattr(bt, "unique_id_unbound_in"):

@@ -82,32 +82,6 @@ def _reorderable_logging() -> set[Any]:
     return set(torch._dynamo.config.reorderable_logging_functions) | methods
 
 
-# The sessions whose calls are running, innermost last: the recompile-limit
-# hook reports to the innermost one.
-_running: list["Session"] = []
-
-
-def _watch_recompile_limit() -> None:
-    """Record each frame that hits the recompile limit from Dynamo's own decision
-    (``convert_frame.exceeds_recompile_limit``), not from its warning text, which
-    a logging configuration can silence. Installed once; reports only while a
-    capture call runs, naming the code of the package's current entry."""
-    import torch._dynamo.convert_frame as convert_frame
-
-    real = convert_frame.exceeds_recompile_limit
-    if getattr(real, "__precompile_watch__", False):
-        return
-
-    def exceeds_recompile_limit(*args: Any, **kwargs: Any) -> Any:
-        verdict = real(*args, **kwargs)
-        if verdict[0] and _running:
-            _running[-1].note_truncated()
-        return verdict
-
-    exceeds_recompile_limit.__precompile_watch__ = True  # type: ignore[attr-defined]
-    convert_frame.exceeds_recompile_limit = exceeds_recompile_limit
-
-
 class Session:
     """fn under Dynamo with a CompilePackage, plus what the package does not record."""
 
@@ -180,8 +154,6 @@ class Session:
         # The configuration is per call: code between calls runs in the ambient one.
         # The accumulated limit is raised so the per-frame limit is the effective one.
         accumulated = max(self.tracer.recompile_limit, torch._dynamo.config.accumulated_recompile_limit)
-        _watch_recompile_limit()
-        _running.append(self)
         self.fatal_bypass = None
         from .process_groups import take_rank_reads, watching_rank_reads
 
@@ -189,7 +161,7 @@ class Session:
         try:
             with (capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated),
                   _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads(),
-                  self._watching_eager_frames()):
+                  self._watching_recompile_limit(), self._watching_eager_frames()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
             if isinstance(e, AssertionError) and self.fatal_bypass is not None:
@@ -218,7 +190,6 @@ class Session:
                 self.errors.append(message)
             raise e
         finally:
-            _running.remove(self)
             self._take_artifacts()
             if _log.isEnabledFor(logging.INFO):
                 codes = self.package.cache_entry().codes
@@ -261,6 +232,27 @@ class Session:
             bypass()
 
         package.bypass_current_compile = bypass_current_compile
+
+    @contextlib.contextmanager
+    def _watching_recompile_limit(self) -> Iterator[None]:
+        """Record each frame that hits the recompile limit from Dynamo's own decision
+        (``convert_frame.exceeds_recompile_limit``), not from its warning text, which
+        a logging configuration can silence. Patched only for this call."""
+        import torch._dynamo.convert_frame as convert_frame
+
+        real = convert_frame.exceeds_recompile_limit
+
+        def exceeds_recompile_limit(*args: Any, **kwargs: Any) -> Any:
+            verdict = real(*args, **kwargs)
+            if verdict[0]:
+                self.note_truncated()
+            return verdict
+
+        convert_frame.exceeds_recompile_limit = exceeds_recompile_limit
+        try:
+            yield
+        finally:
+            convert_frame.exceeds_recompile_limit = real
 
     @contextlib.contextmanager
     def _watching_eager_frames(self) -> Iterator[None]:

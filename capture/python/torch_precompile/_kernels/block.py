@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from typing import Any
@@ -84,6 +85,7 @@ class KernelBlock:
             else:
                 os.environ[name] = value
         self._disarm_journal()
+        _remove_recorder()
         with _lock:
             if self in _active:
                 _active.remove(self)
@@ -133,18 +135,15 @@ def active() -> KernelBlock | None:
     return _active[0] if _active else None
 
 
-_installed = False
-
-
 def _install_recorder() -> None:
-    """Wrap CppCodeCache.load_async once: inside a block, remember which library each
-    kernel source became. Outside a block the wrapper only forwards."""
-    global _installed
-    if _installed:
-        return
+    """Wrap CppCodeCache.load_async while a block is open: remember which library
+    each kernel source became. Undone when the block exits (_remove_recorder)."""
     from torch._inductor.codecache import CppCodeCache
 
-    original = CppCodeCache.__dict__["load_async"].__func__
+    current = CppCodeCache.__dict__["load_async"]
+    if getattr(current.__func__, "__precompile_recorder__", False):
+        return
+    original = current.__func__
 
     def load_async(cls, main_code, device_type="cpu", submit_fn=None, extra_flags=(),
                    optimized_code=None, *args, **kwargs):
@@ -165,5 +164,17 @@ def _install_recorder() -> None:
         return recorded_load
 
     load_async.__precompile_recorder__ = True
+    load_async.__precompile_replaced__ = current
     CppCodeCache.load_async = classmethod(load_async)
-    _installed = True
+
+
+def _remove_recorder() -> None:
+    """Put back what the recorder replaced. When something wrapped it since (a load
+    inside the block hooks frozen kernels over it: restore._install_hook), it stays
+    under that wrapper, forwarding to torch's own outside a block."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is None:
+        return
+    current = codecache.CppCodeCache.__dict__["load_async"]
+    if getattr(current.__func__, "__precompile_recorder__", False):
+        codecache.CppCodeCache.load_async = current.__func__.__precompile_replaced__

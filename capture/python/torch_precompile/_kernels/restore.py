@@ -177,6 +177,10 @@ def _load_binding_module(path: str, ind_key: str) -> Any:
 
 
 def _install_hook(_codecache: Any = None) -> None:
+    """Wrap ``CppCodeCache.load_async`` for the rest of the process: a loaded
+    artifact's compiled code asks Inductor for its kernels on every call, so the
+    hook must outlive load(). For a source no loaded artifact froze it calls
+    torch's own, unchanged."""
     global _hooked
     if _hooked:
         return
@@ -209,7 +213,9 @@ def _install_hook(_codecache: Any = None) -> None:
 
 def _seed_ptxas_versions(versions: dict[str, str]) -> None:
     """Answer Triton's ``ptxas --version`` question from the manifest (it is part of
-    every CUDA cache key), so finding a frozen binary runs no ptxas at all."""
+    every CUDA cache key), so finding a frozen binary runs no ptxas at all. Stays
+    for the rest of the process, as the loaded kernels do (Triton asks again at
+    each cache lookup); an arch no manifest names gets torch's own answer."""
     if not versions:
         return
     from ..gates.on_import import when_imported
