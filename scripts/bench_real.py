@@ -21,14 +21,13 @@ Usage: bench_real.py [--repeat N] [--models gpt2 bert] [--shim PATH]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_common import host, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -79,45 +78,11 @@ print("RESULT", json.dumps(out), flush=True)
 """
 
 
-def cold_env(shim: str | None, locked: bool) -> dict[str, str]:
-    d = Path(tempfile.mkdtemp(prefix="bench-real-"))
-    for sub in ("inductor", "triton", "tmp", "cwd"):
-        (d / sub).mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PRECOMPILE_") and k not in ("LD_PRELOAD", "TORCH_PRECOMPILE_NO_COMPILATION")}
-    env.update(TORCHINDUCTOR_CACHE_DIR=str(d / "inductor"), TRITON_CACHE_DIR=str(d / "triton"),
-               TMPDIR=str(d / "tmp"), TORCHINDUCTOR_COMPILE_THREADS="1", _CWD=str(d / "cwd"))
-    if locked and shim:
-        env.update(LD_PRELOAD=shim, TORCH_PRECOMPILE_NO_COMPILATION="1", PRECOMPILE_STRICT="1",
-                   PRECOMPILE_JOURNAL=str(d / "journal.jsonl"))
-    return env
-
-
 def run(mode: str, model: str, art: str, shim: str | None) -> dict[str, float]:
     build, step = MODELS[model]
-    env = cold_env(shim, locked=mode == "serve")
-    cwd = env.pop("_CWD")
+    env = host("bench-real-", shim=shim if mode == "serve" else None)
     code = CHILD.format(tests=str(TESTS), mode=mode, build=build, step=step, art=art)
-    start = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    first = None
-    result: dict[str, float] = {}
-    assert p.stdout is not None
-    for line in p.stdout:
-        if line.startswith("FIRST") and first is None:
-            first = time.perf_counter() - start
-        elif line.startswith("RESULT "):
-            result = json.loads(line[7:])
-    err = p.stderr.read() if p.stderr else ""
-    if p.wait() != 0:
-        raise SystemExit(f"bench_real: {mode} {model} failed:\n{err[-3000:]}")
-    if first is not None:
-        result["first"] = first
-    journal = Path(env.get("PRECOMPILE_JOURNAL", "/nonexistent"))
-    if journal.exists():
-        result["journal"] = len([line for line in journal.read_text().splitlines() if line.strip()])
-    return result
+    return timed([sys.executable, "-c", code], env, f"bench_real: {mode} {model}")
 
 
 def main() -> None:

@@ -21,45 +21,18 @@ bench_sites.py [--repeat N] [--models mlp gpt2 bert] --cli PATH
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_common import host, timed
+
+PREFIX = "bench-sites-"
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "scripts" / "bench_sites_app.py"
-
-
-def host(kept: str | None = None) -> dict[str, str]:
-    d = Path(tempfile.mkdtemp(prefix="bench-sites-"))
-    for sub in ("inductor", "triton", "tmp"):
-        (d / sub).mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PRECOMPILE_") and k not in ("LD_PRELOAD", "TORCH_PRECOMPILE_NO_COMPILATION")}
-    env.update(TORCHINDUCTOR_CACHE_DIR=kept or str(d / "inductor"), TRITON_CACHE_DIR=str(d / "triton"),
-               TMPDIR=str(d / "tmp"), TORCHINDUCTOR_COMPILE_THREADS="1")
-    return env
-
-
-def run(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
-    start = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: dict[str, float] = {}
-    assert p.stdout is not None
-    for line in p.stdout:
-        if line.startswith("FIRST") and "first" not in out:
-            out["first"] = time.perf_counter() - start
-        elif line.startswith("RESULT "):
-            out.update(json.loads(line[7:]))
-    err = p.stderr.read() if p.stderr else ""
-    if p.wait() != 0:
-        raise SystemExit(f"bench_sites: {' '.join(cmd)} failed:\n{err[-3000:]}")
-    out["total"] = time.perf_counter() - start
-    return out
 
 
 def main() -> None:
@@ -77,15 +50,17 @@ def main() -> None:
         for _ in range(a.repeat):
             work = Path(tempfile.mkdtemp(prefix="bench-sites-dir-"))
             app = [sys.executable, str(APP), model]
-            got = {"capture": run([a.cli, "run", "--capture", str(work / "sites"), "--", *app], host(), work)}
-            cold = host()
-            got["cold"] = run(app, cold, work)
-            got["warm"] = run(app, host(kept=cold["TORCHINDUCTOR_CACHE_DIR"]), work)
-            journal = work / "journal.jsonl"
-            got["served"] = run([a.cli, "run", "--serve", str(work / "sites"), "--lockdown", "--strict",
-                                 "--journal", str(journal), "--", *app], host(), work)
+            sites = str(work / "sites")
+            got = {"capture": timed([a.cli, "run", "--capture", sites, "--", *app], host(PREFIX), model)}
+            cold = host(PREFIX)
+            got["cold"] = timed(app, cold, model)
+            got["warm"] = timed(app, host(PREFIX, kept=cold["TORCHINDUCTOR_CACHE_DIR"]), model)
+            served = host(PREFIX)
+            journal = Path(served["_CWD"]) / "journal.jsonl"
+            got["served"] = timed([a.cli, "run", "--serve", sites, "--lockdown", "--strict", "--journal",
+                                   str(journal), "--", *app], served, model)
             got["served"]["journal"] = len(journal.read_text().splitlines()) if journal.exists() else 0
-            got["eager"] = run(app, {**host(), "TORCH_COMPILE_DISABLE": "1"}, work)
+            got["eager"] = timed(app, {**host(PREFIX), "TORCH_COMPILE_DISABLE": "1"}, model)
             for mode, values in got.items():
                 for k, v in values.items():
                     s.setdefault(f"{mode}.{k}", []).append(v)

@@ -23,14 +23,15 @@ Usage: bench_training.py [--repeat N] [--models mlp bert_cls] [--shim PATH]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_common import host, timed
+
+PREFIX = "bench-train-"
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -87,42 +88,13 @@ print("RESULT", json.dumps(out), flush=True)
 """
 
 
-def host(kept: Path | None = None) -> dict[str, str]:
-    """A fresh host's environment (empty Inductor/Triton caches), or one whose
-    Inductor cache is ``kept`` from an earlier run (a torch.compile warm restart)."""
-    d = Path(tempfile.mkdtemp(prefix="bench-train-"))
-    for sub in ("inductor", "triton", "tmp", "cwd"):
-        (d / sub).mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PRECOMPILE_") and k not in ("LD_PRELOAD", "TORCH_PRECOMPILE_NO_COMPILATION")}
-    env.update(TORCHINDUCTOR_CACHE_DIR=str(kept or d / "inductor"), TRITON_CACHE_DIR=str(d / "triton"),
-               TMPDIR=str(d / "tmp"), TORCHINDUCTOR_COMPILE_THREADS="1", _CWD=str(d / "cwd"))
-    return env
-
-
 def run(mode: str, model: str, art: str, env: dict[str, str]) -> dict[str, float]:
     module, build, step, batches = MODELS[model]
-    env = dict(env)
-    cwd = env.pop("_CWD")
     code = CHILD.format(tests=str(TESTS), mode=mode, art=art, module=module, build=build, step=step,
                         batches=batches)
-    start = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    result: dict[str, float] = {}
-    assert p.stdout is not None
-    for line in p.stdout:
-        if line.startswith("FIRST") and "spawn_first" not in result:
-            result["spawn_first"] = time.perf_counter() - start
-        elif line.startswith("RESULT "):
-            result.update(json.loads(line[7:]))
-    err = p.stderr.read() if p.stderr else ""
-    if p.wait() != 0:
-        raise SystemExit(f"bench_training: {mode} {model} failed:\n{err[-3000:]}")
-    journal = Path(env.get("PRECOMPILE_JOURNAL", "/nonexistent"))
-    if journal.exists():
-        result["journal"] = len([line for line in journal.read_text().splitlines() if line.strip()])
-    return result
+    out = timed([sys.executable, "-c", code], env, f"bench_training: {mode} {model}")
+    out["spawn_first"] = out.pop("first")
+    return out
 
 
 def main() -> None:
@@ -140,15 +112,11 @@ def main() -> None:
         s: dict[str, list[float]] = {}
         for _ in range(a.repeat):  # interleaved, so drift hits every row alike
             art = str(work / model)
-            runs = {"capture": host()}
-            runs["compile"] = host()
-            runs["restart"] = host(kept=Path(runs["compile"]["TORCHINDUCTOR_CACHE_DIR"]))
-            served = host()
-            if a.shim:
-                served.update(LD_PRELOAD=a.shim, TORCH_PRECOMPILE_NO_COMPILATION="1", PRECOMPILE_STRICT="1",
-                              PRECOMPILE_JOURNAL=str(Path(served["TMPDIR"]).parent / "journal.jsonl"))
-            runs["serve"] = served
-            runs["eager"] = host()
+            runs = {"capture": host(PREFIX)}
+            runs["compile"] = host(PREFIX)
+            runs["restart"] = host(PREFIX, kept=runs["compile"]["TORCHINDUCTOR_CACHE_DIR"])
+            runs["serve"] = host(PREFIX, shim=a.shim)
+            runs["eager"] = host(PREFIX)
             for mode, env in runs.items():
                 for k, v in run(mode, model, art, env).items():
                     s.setdefault(f"{mode}.{k}", []).append(v)

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,19 @@ def run_python(code: str, *, preload: bool = False, env: dict[str, str] | None =
         env=e, cwd=cwd, capture_output=True, text=True, timeout=timeout,
     )
     return Result(p.returncode, p.stdout, p.stderr)
+
+
+def tagged(stdout: str, tag: str) -> str:
+    """The rest of the first line a child process printed as ``TAG rest``."""
+    for line in stdout.splitlines():
+        if line.startswith(tag + " "):
+            return line[len(tag) + 1:]
+    raise AssertionError(f"no {tag!r} line in the output:\n{stdout[-3000:]}")
+
+
+def tagged_json(stdout: str, tag: str) -> Any:
+    """The JSON a child process printed as ``TAG <json>``."""
+    return json.loads(tagged(stdout, tag))
 
 
 def read_journal(path: str | Path) -> list[dict]:

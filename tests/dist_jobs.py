@@ -143,11 +143,12 @@ def serve(out: str) -> None:
            sums={n: served[n].sum().item() for n in fns}, refusals=refusals)
 
 
-def _ddp_train(ddp: torch.nn.Module, step, batches: list[torch.Tensor]) -> list[float]:
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+def _sgd_train(model: torch.nn.Module, step, batches: list[torch.Tensor]) -> list[float]:
+    """A training loop: SGD with momentum after each step, one batch a step."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     losses = []
     for x in batches:
-        losses.append(float(step(ddp, x)))
+        losses.append(float(step(model, x)))
         opt.step()
         opt.zero_grad(set_to_none=True)
     return losses
@@ -163,7 +164,7 @@ def ddp_buckets_capture(out: str) -> None:
     ddp = DDP(model, bucket_cap_mb=dm.BUCKET_CAP_MB)
     with precompile.capture(dm.step_train, artifact_path=pair(out, "ddp_buckets", rank)[0],
                             cache_path=pair(out, "ddp_buckets", rank)[1]) as cap:
-        _ddp_train(ddp, cap, batches[:2])
+        _sgd_train(ddp, cap, batches[:2])
     buckets = len(ddp.reducer._get_zeros_like_grad_buckets())
     report(rank=rank, buckets=buckets, risky=cap.summary().risky_dropped_guards)
 
@@ -176,23 +177,13 @@ def ddp_buckets_serve(out: str) -> None:
 
     rank = dist.get_rank()
     reference, batches = dm.make_deep(rank, seed=7)
-    want = _ddp_train(DDP(reference, bucket_cap_mb=dm.BUCKET_CAP_MB), dm.step_train, batches)
+    want = _sgd_train(DDP(reference, bucket_cap_mb=dm.BUCKET_CAP_MB), dm.step_train, batches)
     f = precompile.load(*pair(out, "ddp_buckets", rank))
     model, _ = dm.make_deep(rank, seed=7)
     with precompile.no_compilation():
-        got = _ddp_train(DDP(model, bucket_cap_mb=dm.BUCKET_CAP_MB), f, batches)
+        got = _sgd_train(DDP(model, bucket_cap_mb=dm.BUCKET_CAP_MB), f, batches)
     params = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.parameters(), reference.parameters()))
     report(rank=rank, losses=got, want=want, params=params, installed=f.installed)
-
-
-def _sgd_train(model: torch.nn.Module, step, batches: list[torch.Tensor]) -> list[float]:
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for x in batches:
-        losses.append(float(step(model, x)))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return losses
 
 
 def fsdp_capture(out: str) -> None:

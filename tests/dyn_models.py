@@ -126,31 +126,6 @@ def step(model, x):
     return model(x)
 
 
-@torch._dynamo.disable
-def _note(layer):
-    """A hook Dynamo must not trace, as FSDP2's pre-forward hooks are (``skip_fsdp_hooks``)."""
-    layer.calls = getattr(layer, "calls", 0) + 1
-
-
-class HookedBlocks(nn.Module):
-    """A loop over blocks with a Dynamo-disabled call in it: a graph break inside a
-    loop, which Dynamo cannot resume from, so it leaves ``forward`` to eager."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
-
-    def forward(self, x):
-        for block in self.blocks:
-            _note(block)
-            x = torch.tanh(block(x))
-        return x
-
-
-def hooked_step(model, x):
-    return (model(x) * 2).sum(dim=-1)
-
-
 def env_scaled(x):
     return x * int(os.environ["SCALE"])  # an item read of os.environ: guarded by value
 

@@ -86,8 +86,9 @@ with tp.capture(dm.tagged_tail, artifact_path=f"{out}/tagged.py", cache_path=f"{
     assert cap(tagged, torch.randn(2, 8))[1] == "my_act"
     summary_json("tagged", cap)
 
-hooked = dm.HookedBlocks()
-with tp.capture(dm.hooked_step, artifact_path=f"{out}/hooked.py", cache_path=f"{out}/hooked.cache",
+import hooked_models as hm
+hooked = hm.HookedBlocks()
+with tp.capture(hm.hooked_step, artifact_path=f"{out}/hooked.py", cache_path=f"{out}/hooked.cache",
                 backend="eager") as cap:   # no flags: a gap would refuse the write
     for rows in (2, 3):
         cap(hooked, torch.randn(rows, 8))
@@ -331,14 +332,15 @@ def test_a_frame_dynamo_left_to_eager_is_served_as_plain_python(captured) -> Non
     assert h["uncovered_frames"] == [] and h["complete"] and h["backend_graphs"] >= 1, h
     assert "('forward', 'plain', 0)" in (out / "hooked.py").read_text()
     stdout = serve(out, """
+import hooked_models as hm
 f = load("hooked")
-m = dm.HookedBlocks()
+m = hm.HookedBlocks()
 with torch.no_grad():
     for p in m.parameters():
         p.add_(torch.randn_like(p))        # other weights than the capture's
 for rows in (2, 3):
     x = torch.randn(rows, 8)
-    same(f(m, x), dm.hooked_step(m, x))
+    same(f(m, x), hm.hooked_step(m, x))
 assert m.blocks[0].calls == 4, m.blocks[0].calls   # the disabled call ran in every call
 print("served")
 """)

@@ -17,12 +17,11 @@ and the artifact must refuse naming it rather than run a different program.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import cold_host, read_journal, run_python
+from conftest import cold_host, read_journal, run_python, tagged, tagged_json
 
 pytest.importorskip("transformers")
 pytest.importorskip("diffusers")
@@ -55,8 +54,7 @@ def refusal(fn):
 
 def _capture(tmp: Path, body: str) -> dict:
     r = run_python(PRELUDE.format(tests=str(TESTS), out=str(tmp)) + body).check()
-    line = next(x for x in r.stdout.splitlines() if x.startswith("SUMMARY "))
-    summary = json.loads(line[len("SUMMARY "):])
+    summary = tagged_json(r.stdout, "SUMMARY")
     assert summary["risky"] == [] and summary["complete"], summary
     return summary
 
@@ -95,7 +93,7 @@ with torch.no_grad():
     model.set_attn_processor(AttnProcessor())
     print("SWAPPED |", refusal(lambda: f(model, *x)))
 """)
-    swapped = next(x for x in out.splitlines() if x.startswith("SWAPPED |"))
+    swapped = tagged(out, "SWAPPED")
     assert "no captured variant" in swapped and "attn1'].processor" in swapped, swapped
     assert "AttnProcessor2_0" in swapped, swapped
 
@@ -118,7 +116,7 @@ for i, (a, b) in enumerate(zip(got_logits, want_logits)):
     assert_close(a, b, "inductor", f"t5 step {i}")
 print("TOKENS", json.dumps([got, want]))
 """)
-    got, want = json.loads(next(x for x in out.splitlines() if x.startswith("TOKENS "))[len("TOKENS "):])
+    got, want = tagged_json(out, "TOKENS")
     assert len(got) == 8 and got == want
 
 
@@ -146,7 +144,7 @@ with torch.no_grad():
     model.config.decoder_layerdrop = 0.5   # an entry the deep copy read
     print("CHANGED |", refusal(lambda: f(model, ids)))
 """)
-    changed = next(x for x in out.splitlines() if x.startswith("CHANGED |"))
+    changed = tagged(out, "CHANGED")
     assert "decoder_layerdrop = 0.5" in changed and "model'].config" in changed, changed
 
 
@@ -184,8 +182,8 @@ if {inside}:
     ids, labels = data[0]
     print("OTHER |", refusal(lambda: f(model, sgd, ids, labels)))
 """)
-    got, want = json.loads(next(x for x in out.splitlines() if x.startswith("LOSSES "))[len("LOSSES "):])
+    got, want = tagged_json(out, "LOSSES")
     assert len(got) == 4 and got == pytest.approx(want, abs=1e-5), (got, want)
     if inside:
-        other = next(x for x in out.splitlines() if x.startswith("OTHER |"))
+        other = tagged(out, "OTHER")
         assert "is not a torch.optim.adamw.AdamW" in other or "no captured variant" in other, other

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cold_host, read_journal, run_python
+from conftest import cold_host, read_journal, run_python, tagged_json
 
 TESTS = Path(__file__).resolve().parent
 
@@ -72,13 +72,13 @@ def test_a_captured_step_serves_a_training_loop(tmp_path: Path, case: str) -> No
     fields = dict(tests=str(TESTS), out=str(tmp_path), step=step, optimizer=optimizer, micro=micro,
                   inside=inside, schedule=schedule)
     r = run_python(CAPTURE.format(**fields)).check()
-    summary = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("SUMMARY "))[8:])
+    summary = tagged_json(r.stdout, "SUMMARY")
     assert summary == {"risky": [], "complete": True}, summary
     env, journal = cold_host(tmp_path / "host")
     steps = 6 * micro
     r = run_python(SERVE.format(**fields, steps=steps, tol=tol), preload=True, env=env,
                    cwd=tmp_path / "host" / "cwd").check()
-    got, want = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("LOSSES "))[7:])
+    got, want = tagged_json(r.stdout, "LOSSES")
     assert len(got) == steps and got != [got[0]] * steps, got   # a loop that trained
     assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
 

@@ -7,14 +7,13 @@ journal."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, cold_host, read_journal, run_python, shim_path
+from conftest import clean_env, cold_host, read_journal, run_python, shim_path, tagged_json
 
 TESTS = Path(__file__).resolve().parent
 GPT2 = "transformers.models.gpt2.modeling_gpt2:GPT2LMHeadModel"
@@ -37,7 +36,7 @@ def script(path: Path, *args: str, env: dict[str, str], cwd: Path) -> subprocess
 
 
 def tokens(stdout: str) -> list[int]:
-    return json.loads(next(line for line in stdout.splitlines() if line.startswith("TOKENS "))[7:])
+    return tagged_json(stdout, "TOKENS")
 
 
 def test_generate_served_through_its_model_class(tmp_path: Path) -> None:
@@ -72,7 +71,7 @@ def test_a_function_of_the_script_run_as_main(tmp_path: Path) -> None:
     env["PRECOMPILE_SERVE"] = f"__main__:step={code},{cache}"
     r = script(TESTS / "zc_main.py", "4", cwd=tmp_path / "serve" / "cwd", env=env)
     assert r.returncode == 0, r.stderr[-4000:]
-    result = json.loads(r.stdout.split("RESULT ", 1)[1])
+    result = tagged_json(r.stdout, "RESULT")
     assert result == {"close": [True, True], "step": "StandaloneRunnable"}, result
     assert read_journal(journal) == []
     # another script run as __main__ is refused, naming both

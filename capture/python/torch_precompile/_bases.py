@@ -85,3 +85,22 @@ class PrecompiledRunnable:
 
     def unload(self) -> None:
         """Remove whatever this loaded artifact installed; currently a no-op in every mode."""
+
+
+class StandaloneRunnable(PrecompiledRunnable):
+    """A standalone artifact: calls go straight to its driver; nothing is installed."""
+
+    installed = False
+
+    def __init__(self, forward: Any, meta: dict[str, Any], path: str) -> None:
+        self._forward = forward
+        self.metadata = meta
+        self.artifact_path = path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"<PrecompiledRunnable {self.metadata.get('FN_NAME')} "
+                f"tracer={self.metadata.get('TRACER')} backend={self.metadata.get('BACKEND')} "
+                f"standalone from {self.artifact_path}>")

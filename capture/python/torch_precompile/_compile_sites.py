@@ -38,7 +38,6 @@ import os
 import re
 import sys
 import threading
-import types
 import warnings
 from typing import Any, Callable
 

@@ -10,30 +10,11 @@ import warnings
 from typing import Any
 
 from . import _artifact, _native
-from ._bases import PrecompiledRunnable
+from ._bases import PrecompiledRunnable, StandaloneRunnable
 from ._errors import PrecompileError
 from ._progress import step
 
 log = logging.getLogger(__name__)
-
-
-class StandaloneRunnable(PrecompiledRunnable):
-    """A standalone artifact: calls go straight to its driver; nothing is installed."""
-
-    installed = False
-
-    def __init__(self, forward: Any, meta: dict[str, Any], path: str) -> None:
-        self._forward = forward
-        self.metadata = meta
-        self.artifact_path = path
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._forward(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return (f"<PrecompiledRunnable {self.metadata.get('FN_NAME')} "
-                f"tracer={self.metadata.get('TRACER')} backend={self.metadata.get('BACKEND')} "
-                f"standalone from {self.artifact_path}>")
 
 
 def _read(path: str | os.PathLike[str], what: str) -> bytes:
@@ -142,14 +123,24 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
             prime(entries, os.fspath(artifact_path))
     log.info("load: %s (tracer %s, backend %s, %s%s)", meta.get("FN_NAME"), meta["TRACER"], meta["BACKEND"],
              meta.get("SERVING_MODE", "standalone"), ", Dynamo-free" if meta.get("DYNAMO_FREE") else "")
+    # One dispatch on the artifact's tracer and serving mode.
+    path = os.fspath(artifact_path)
     if meta["TRACER"] == "make_fx":
-        ns: dict[str, Any] = {"__name__": f"torch_precompile.artifact.{_native.sha256_hex(code)[:12]}",
-                              "__file__": os.fspath(artifact_path)}
-        exec(compile(text, os.fspath(artifact_path), "exec"), ns)
-        forward = ns.get("forward")
-        if not callable(forward):
-            raise PrecompileError(f"load: {os.fspath(artifact_path)!r} defines no forward(); it is not a torch.compiler.precompile artifact")
-        return StandaloneRunnable(forward, meta, os.fspath(artifact_path))
-    from ._dynamo.load import load_dynamo
+        return _load_makefx(text, meta, path)
+    from ._dynamo import load as dynamo
 
-    return load_dynamo(text, meta, entries, os.fspath(artifact_path), allow_serve_time_compiles=allow_serve_time_compiles)
+    if mode == "standalone":
+        return dynamo.standalone(text, meta, path)
+    if mode == "installed":
+        return dynamo.installed(text, meta, path, allow_serve_time_compiles=allow_serve_time_compiles)
+    raise PrecompileError(f"load: {path!r} has an unknown SERVING_MODE {mode!r}")
+
+
+def _load_makefx(text: str, meta: dict[str, Any], path: str) -> PrecompiledRunnable:
+    ns: dict[str, Any] = {"__name__": f"torch_precompile.artifact.{_native.sha256_hex(text.encode('utf-8'))[:12]}",
+                          "__file__": path}
+    exec(compile(text, path, "exec"), ns)
+    forward = ns.get("forward")
+    if not callable(forward):
+        raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
+    return StandaloneRunnable(forward, meta, path)

@@ -217,6 +217,7 @@ def no_compilation() -> Iterator[None]:
                     os.environ.pop(_settings.NO_COMPILATION.env, None)
                 else:
                     os.environ[_settings.NO_COMPILATION.env] = previous
+        _after_lockdown()
 
 
 @contextlib.contextmanager
@@ -232,3 +233,12 @@ def serving() -> Iterator[None]:
         yield
     finally:
         s.serving_exit()
+        _after_lockdown()
+
+
+def _after_lockdown() -> None:
+    """Once no lockdown scope is left: forget what refused builds left cached."""
+    if current() is None:
+        from .gates import aftermath
+
+        aftermath.after_lockdown()

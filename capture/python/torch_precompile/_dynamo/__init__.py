@@ -15,7 +15,7 @@ code objects (installed).
 - ``driver``: the serving half, inlined verbatim into python_code;
 - ``captured_values``: the driver's captured value guards, for the Dynamo-free capture;
 - ``capture``: DynamoCapture, the public state machine and the write gates;
-- ``load``: load_dynamo and the two runnables;
+- ``load``: one loader per serving mode (standalone, installed);
 - ``installed``: the installed runnable's call path under each stance.
 
 No torch import here (TORCH_LOGS walks this package while torch imports).

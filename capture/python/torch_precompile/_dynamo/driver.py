@@ -205,18 +205,8 @@ def _pc_pins(frame, scope):
         read = eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
         if partial and partial[0]:  # only some variants read it: unreadable here, not checked
             read = _pc_partial(read)
-        if recipe[0] == "values":
-            checks.append(_pc_values_check(frame, expr, read, recipe))
-        elif recipe[0] == "named":
-            checks.append(_pc_named_check(frame, expr, read, recipe))
-        elif recipe[0] == "wrapper":
-            checks.append(_pc_wrapper_check(frame, expr, read, recipe))
-        elif recipe[0] == "optimizer":
-            checks.append(_pc_optimizer_check(frame, expr, read, recipe))
-        elif recipe[0] == "spelled":
-            checks.append(_pc_spelled_check(frame, expr, read, recipe))
-        else:
-            checks.append(_pc_identity_check(frame, expr, read, recipe))
+        test = _PC_PIN_TESTS.get(recipe[0], _pc_identity_test)(frame, expr, recipe)
+        checks.append(_pc_read_check(read, test))
 
     def check(f_locals):
         for one in checks:
@@ -228,6 +218,10 @@ class _PcUnread(Exception):
     """A partial pin's source is not there on this call: nothing to check."""
 
 
+# What a pinned binding that can no longer be read holds: it has moved.
+_PC_GONE = object()
+
+
 def _pc_partial(read):
     def partial(scope, f_locals):
         try:
@@ -237,41 +231,42 @@ def _pc_partial(read):
     return partial
 
 
-def _pc_checked(check):
-    def run(scope, f_locals):
-        try:
-            check(scope, f_locals)
-        except _PcUnread:
-            pass
-    return run
-
-
-def _pc_identity_check(frame, expr, read, recipe):
-    obj = _pc_make(recipe, f"the binding {expr}")
-
-    @_pc_checked
+def _pc_read_check(read, test):
+    """One pin's check: ``test(value)`` is None while the binding holds what the
+    capture compiled against, else the refusal. A binding that cannot be read (or
+    whose test fails on it) has moved; one a partial pin's variant never read is
+    not checked."""
     def check(scope, f_locals):
         try:
-            ok = read(scope, f_locals) is obj
+            value = read(scope, f_locals)
         except _PcUnread:
-            raise
+            return
         except Exception:  # noqa: BLE001 - a binding that is gone has moved
-            ok = False
-        if not ok:
-            _pc_fail(f"{expr} no longer holds {'.'.join(recipe[1:])}, the object the "
-                     f"capture compiled {frame['name']!r} against (a registration or "
-                     "setting changed it); capture again with this configuration")
+            value = _PC_GONE
+        try:
+            why = test(value)
+        except Exception:  # noqa: BLE001 - what the test could not read has moved
+            why = test(_PC_GONE)
+        if why:
+            _pc_fail(why)
     return check
 
 
-def _pc_values_check(frame, expr, read, recipe):
+def _pc_identity_test(frame, expr, recipe):
+    obj = _pc_make(recipe, f"the binding {expr}")
+    why = (f"{expr} no longer holds {'.'.join(recipe[1:])}, the object the capture compiled "
+           f"{frame['name']!r} against (a registration or setting changed it); capture again "
+           "with this configuration")
+    return lambda value: None if value is obj else why
+
+
+def _pc_values_test(frame, expr, recipe):
     """A configuration object Dynamo guarded by identity (it deep-copied it):
     checked by its class and the values of its entries at capture."""
     import ast as _ast
 
     _kind, module, qualname, items = recipe
     cls = _pc_make(("attr", module, qualname), f"the class of {expr}")
-    missing = object()
     wanted = [(key, _ast.literal_eval(text) if literal else text, literal, text) for key, text, literal in items]
 
     def entries(config):
@@ -280,116 +275,81 @@ def _pc_values_check(frame, expr, read, recipe):
             out.update({f"[{k!r}]": v for k, v in config.items()})
         return out
 
-    @_pc_checked
-    def check(scope, f_locals):
-        try:
-            config = read(scope, f_locals)
-        except _PcUnread:
-            raise
-        except Exception:  # noqa: BLE001 - a config that cannot be read has moved
-            config = missing
+    def test(config):
         if type(config) is not cls:
-            _pc_fail(f"{expr} is not a {module}.{qualname}, the configuration class the capture "
-                     f"compiled {frame['name']!r} against; capture again with this model")
+            return (f"{expr} is not a {module}.{qualname}, the configuration class the capture "
+                    f"compiled {frame['name']!r} against; capture again with this model")
         have = entries(config)
         for key, want, literal, text in wanted:
-            got = have.get(key, missing)
-            if got is missing or (got != want if literal else repr(got) != text):
-                shown = "missing" if got is missing else repr(got)[:80]
-                _pc_fail(f"{expr} has {key} = {shown}, the capture of {frame['name']!r} read "
-                         f"{text[:80]} (the graph depends on the configuration's values); "
-                         "capture again with this configuration")
-    return check
+            got = have.get(key, _PC_GONE)
+            if got is _PC_GONE or (got != want if literal else repr(got) != text):
+                shown = "missing" if got is _PC_GONE else repr(got)[:80]
+                return (f"{expr} has {key} = {shown}, the capture of {frame['name']!r} read "
+                        f"{text[:80]} (the graph depends on the configuration's values); "
+                        "capture again with this configuration")
+        return None
+    return test
 
 
-def _pc_named_check(frame, expr, read, recipe):
+def _pc_named_test(frame, expr, recipe):
     """A function made inside another (a factory's product): the slot must hold one
     with the captured module and qualified name."""
     _kind, module, qualname = recipe
-
-    @_pc_checked
-    def check(scope, f_locals):
-        try:
-            fn = read(scope, f_locals)
-            ok = getattr(fn, "__module__", None) == module and getattr(fn, "__qualname__", None) == qualname
-        except _PcUnread:
-            raise
-        except Exception:  # noqa: BLE001 - a binding that is gone has moved
-            ok = False
-        if not ok:
-            _pc_fail(f"{expr} no longer holds a function named {module}.{qualname}, what the "
-                     f"capture compiled {frame['name']!r} against (a registration or setting "
-                     "changed it); capture again with this configuration")
-    return check
+    why = (f"{expr} no longer holds a function named {module}.{qualname}, what the capture "
+           f"compiled {frame['name']!r} against (a registration or setting changed it); capture "
+           "again with this configuration")
+    return lambda fn: None if (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)) \
+        == (module, qualname) else why
 
 
-def _pc_wrapper_check(frame, expr, read, recipe):
+def _pc_wrapper_test(frame, expr, recipe):
     """A functools.wraps wrapper made at run time (an LR scheduler's opt.step): the
     same wrapper code around the same importable function."""
     _kind, module, qualname, code_name, first_line = recipe
     _pc_make(("attr", module, qualname), f"the function {expr} wraps")  # importable, or refuse now
+    why = (f"{expr} no longer holds the {code_name} wrapper of {module}.{qualname} the capture "
+           f"compiled {frame['name']!r} against; capture again with this setup")
 
-    @_pc_checked
-    def check(scope, f_locals):
-        try:
-            fn = read(scope, f_locals)
-            code = fn.__code__
-            # read now, not at load: torch.optim patches a class's step when the
-            # first optimizer of that class is made
-            inner = _pc_make(("attr", module, qualname), f"the function {expr} wraps")
-            ok = (getattr(fn, "__wrapped__", None) is inner and code.co_name == code_name
-                  and code.co_firstlineno == first_line)
-        except _PcUnread:
-            raise
-        except Exception:  # noqa: BLE001 - a binding that is gone has moved
-            ok = False
-        if not ok:
-            _pc_fail(f"{expr} no longer holds the {code_name} wrapper of {module}.{qualname} the "
-                     f"capture compiled {frame['name']!r} against; capture again with this setup")
-    return check
+    def test(fn):
+        code = getattr(fn, "__code__", None)
+        # read now, not at load: torch.optim patches a class's step when the first
+        # optimizer of that class is made
+        inner = _pc_make(("attr", module, qualname), f"the function {expr} wraps")
+        ok = (getattr(fn, "__wrapped__", None) is inner and code is not None
+              and (code.co_name, code.co_firstlineno) == (code_name, first_line))
+        return None if ok else why
+    return test
 
 
-def _pc_optimizer_check(frame, expr, read, recipe):
+def _pc_optimizer_test(frame, expr, recipe):
     """An optimizer Dynamo guarded by identity: its class and parameter groups."""
     _kind, module, qualname, sizes = recipe
     cls = _pc_make(("attr", module, qualname), f"the class of {expr}")
 
-    @_pc_checked
-    def check(scope, f_locals):
-        try:
-            opt = read(scope, f_locals)
-            ok = type(opt) is cls
-            got = tuple(len(g["params"]) for g in opt.param_groups) if ok else None
-        except _PcUnread:
-            raise
-        except Exception:  # noqa: BLE001 - an optimizer that cannot be read has moved
-            ok, got = False, None
-        if not ok:
-            _pc_fail(f"{expr} is not a {module}.{qualname}, the optimizer the capture compiled "
-                     f"{frame['name']!r} against; capture again with this optimizer")
+    def test(opt):
+        if type(opt) is not cls:
+            return (f"{expr} is not a {module}.{qualname}, the optimizer the capture compiled "
+                    f"{frame['name']!r} against; capture again with this optimizer")
+        got = tuple(len(g["params"]) for g in opt.param_groups)
         if got != tuple(sizes):
-            _pc_fail(f"{expr} has parameter groups of {list(got)} tensors, the capture's had "
-                     f"{list(sizes)}; capture again with this optimizer")
-    return check
+            return (f"{expr} has parameter groups of {list(got)} tensors, the capture's had "
+                    f"{list(sizes)}; capture again with this optimizer")
+        return None
+    return test
 
 
-def _pc_spelled_check(frame, expr, read, recipe):
+def _pc_spelled_test(frame, expr, recipe):
     """A value Dynamo guarded by identity that equal values can stand for (a type
     annotation such as ``int | None``): compared by its spelling."""
     _kind, text = recipe
+    why = (f"{expr} no longer holds {text}, what the capture compiled {frame['name']!r} "
+           "against; capture again with this configuration")
+    return lambda value: None if value is not _PC_GONE and repr(value) == text else why
 
-    @_pc_checked
-    def check(scope, f_locals):
-        try:
-            ok = repr(read(scope, f_locals)) == text
-        except _PcUnread:
-            raise
-        except Exception:  # noqa: BLE001 - a binding that is gone has moved
-            ok = False
-        if not ok:
-            _pc_fail(f"{expr} no longer holds {text}, what the capture compiled {frame['name']!r} "
-                     "against; capture again with this configuration")
-    return check
+
+# A pin's recipe kind -> the test of its binding (anything else: by identity)
+_PC_PIN_TESTS = {"values": _pc_values_test, "named": _pc_named_test, "wrapper": _pc_wrapper_test,
+                 "optimizer": _pc_optimizer_test, "spelled": _pc_spelled_test}
 
 
 def _pc_group_check(frame, expr, recipe):
@@ -607,8 +567,10 @@ class _pc_fsdp_modules_kept:
     def __enter__(self):
         fsdp = _sys.modules.get("torch.distributed.fsdp._fully_shard._fully_shard")
         self._cls = getattr(fsdp, "FSDPModule", None)
+        self._new = getattr(self._cls, "__dict__", {}).get("__new__")
+        if self._new is None:
+            self._cls = None
         if self._cls is not None:
-            self._new = self._cls.__dict__["__new__"]
 
             def __new__(cls, *args, **kwargs):
                 return cls.__mro__[getattr(cls, "_orig_cls_mro_index", 2)].__new__(cls)

@@ -1,4 +1,5 @@
-"""load_dynamo: exec a DynamoTracer artifact and wrap it in a runnable."""
+"""Loading a DynamoTracer artifact, one function per serving mode (``_loader``
+dispatches): exec it and wrap it in a runnable."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from .. import _native
 from .._compat import dynamo as _compat
-from .._bases import PrecompiledRunnable
+from .._bases import PrecompiledRunnable, StandaloneRunnable
 from .._errors import PrecompileError
 
 
@@ -67,23 +68,22 @@ def _refuse_live_entries(ns: dict[str, Any], name: str) -> None:
             )
 
 
-def load_dynamo(text: str, meta: dict[str, Any], entries: list[tuple[str, str, bytes]] | None,
-                artifact_path: str, *, allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
-    """The runnable for a DynamoTracer artifact; ``entries`` (the verified cache
-    entries) were already primed by the caller and are not needed here."""
-    mode = meta.get("SERVING_MODE", "standalone")
+def standalone(text: str, meta: dict[str, Any], artifact_path: str) -> PrecompiledRunnable:
+    """A standalone DynamoTracer artifact: its driver is the runnable, nothing installed."""
     if not meta.get("DYNAMO_FREE"):
         import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
+    ns = _exec(text, artifact_path)
+    if not meta.get("DYNAMO_FREE"):
+        _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
+    return StandaloneRunnable(ns["forward"], meta, artifact_path)
 
-    if mode == "standalone":
-        from .._loader import StandaloneRunnable
 
-        ns = _exec(text, artifact_path)
-        if not meta.get("DYNAMO_FREE"):
-            _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
-        return StandaloneRunnable(ns["forward"], meta, artifact_path)
-    if mode != "installed":
-        raise PrecompileError(f"load: {artifact_path!r} has an unknown SERVING_MODE {mode!r}")
+def installed(text: str, meta: dict[str, Any], artifact_path: str, *,
+              allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
+    """An installed DynamoTracer artifact: its entries installed onto the live code
+    objects (through torch._C's evaluator when Dynamo-free, else Dynamo's package)."""
+    if not meta.get("DYNAMO_FREE"):
+        import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
     _refuse_installed_here(meta, allow_serve_time_compiles)
     ns = _exec(text, artifact_path)
     _refuse_live_entries(ns, str(meta.get("FN_NAME")))

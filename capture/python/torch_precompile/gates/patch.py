@@ -74,10 +74,16 @@ def replace(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable
 def refuse(what: str, remedy: str | None = None) -> None:
     """Raise PrecompileError for ``what`` if this thread is locked down."""
     log.debug("lockdown refuses: %s", what)
-    if remedy is None:
-        _lockdown.check(what)
-    else:
-        _lockdown.check(what, remedy)
+    try:
+        if remedy is None:
+            _lockdown.check(what)
+        else:
+            _lockdown.check(what, remedy)
+    except Exception:
+        from . import aftermath
+
+        aftermath.note_refusal()  # what caches the refusal as an answer is cleared later
+        raise
 
 
 def gate(owner: Any, name: str, describe: Callable[..., str], remedy: str | None = None) -> Patch | None:
