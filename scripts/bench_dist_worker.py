@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-WIDTH, DEPTH, BATCH = 256, 6, 64
+WIDTH, DEPTH, BATCH = 512, 6, 32
 
 
 class Blocks(torch.nn.Module):
@@ -42,7 +42,7 @@ def main():
     torch.manual_seed(0)
     model = Blocks()
     if wrap == "ddp":
-        model = DDP(model, bucket_cap_mb=0.3)   # one layer's weight per bucket
+        model = DDP(model, bucket_cap_mb=1)   # a layer a bucket (1 MB weights): six buckets
     else:
         from torch.distributed.fsdp import fully_shard
 

@@ -34,19 +34,24 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     work = tmp_path_factory.mktemp("sites")
-    p, results = run(work, sys.executable, str(APP), "0", "3", cli=["--capture", "out"])
+    p, results = run(work, sys.executable, str(APP), "0", "3", "--fullgraph", cli=["--capture", "out"])
     assert p.returncode == 0 and results, p.stdout[-3000:] + p.stderr[-6000:]
     assert results[0]["calls"] == [True, True] and results[0]["compile_patched"], results
+    # fullgraph=True with a graph break: the call ran, nothing of the site is kept
+    assert results[0]["fullgraph"] == [2.0, 2.0], results
+    assert "fullgraph=True and the capture has a graph break" in p.stderr, p.stderr[-3000:]
+    (work / "capture.stderr").write_text(p.stderr)
     return work
 
 
-def test_three_sites_are_captured_and_indexed(sites: Path) -> None:
+def test_four_sites_are_captured_and_indexed(sites: Path) -> None:
     index = json.loads((sites / "out" / "index.json").read_text())["sites"]
     # named by what each compiles and the file:line of its torch.compile call
-    assert sorted(s.split("@")[0] for s in index) == ["Net", "head", "scale"], index
+    # (noisy, fullgraph=True with a graph break, kept nothing)
+    assert sorted(s.split("@")[0] for s in index) == ["Linear", "Net", "head", "scale"], index
     assert all(re.fullmatch(re.escape(str(APP)) + r":\d+", s.split("@")[1]) for s in index), index
     what = {s.split("@")[0]: e["what"] for s, e in index.items()}
-    assert what == {"Net": "module", "head": "function", "scale": "function"}
+    assert what == {"Linear": "module.compile()", "Net": "module", "head": "function", "scale": "function"}
     for site, entry in index.items():
         pair = entry["ranks"]["0"]
         assert (sites / "out" / pair["artifact"]).exists() and (sites / "out" / pair["cache"]).exists()
@@ -56,8 +61,8 @@ def test_three_sites_are_captured_and_indexed(sites: Path) -> None:
     # the CLI lists them, each pair's cache header checked
     p = subprocess.run([str(CLI), "inspect", str(sites / "out")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("sites            3 in ") and "compiles       module" in p.stdout
-    assert p.stdout.count("backend inductor, tracer dynamo") == 3 and "UNUSABLE" not in p.stdout, p.stdout
+    assert p.stdout.startswith("sites            4 in ") and "compiles       module" in p.stdout
+    assert p.stdout.count("backend inductor, tracer dynamo") == 4 and "UNUSABLE" not in p.stdout, p.stdout
 
 
 def test_served_locked_down_on_other_weights_with_no_compiler_run(sites: Path, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The driver's captured value guards, for the Dynamo-free capture.
+"""The driver's definitions the capture runs too: captured value guards, FSDP2
+classes read back, tensor stand-ins, policy slots dropped.
 
 Dynamo's serialized guards keep no expected value for a value guard: a build
 reads it again through the pickled scope, whose modules (``os``, a config
@@ -22,7 +23,8 @@ from typing import Any, Iterator
 
 _DRIVER = Path(__file__).with_name("driver.py")
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
-          "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept")
+          "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_stand_in",
+          "_pc_without_policy_slots")
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,3 +62,17 @@ def fsdp_modules_kept() -> Any:
     """The driver's ``_pc_fsdp_modules_kept``: a guard state read at capture holds
     FSDP2 modules of their own class, as the serving process reads it."""
     return _driver_part()["_pc_fsdp_modules_kept"]()
+
+
+def stand_in(spec: tuple[str, str, bool, bool]) -> Any:
+    """The driver's ``_pc_stand_in``: the empty tensor a TensorGuards entry compares
+    against, as the serving process builds it (lean_guards checks at capture that
+    its dispatch keys are the captured tensor's)."""
+    return _driver_part()["_pc_stand_in"](spec)
+
+
+def without_policy_slots(graph: Any, policy: set[tuple[str, str]]) -> None:
+    """The driver's ``_pc_without_policy_slots`` with the capture's slot spelling."""
+    from .guards import SLOT_SPELLING
+
+    _driver_part()["_pc_without_policy_slots"](graph, policy, SLOT_SPELLING)

@@ -422,6 +422,38 @@ def _pc_builtins(scope):
     return b if isinstance(b, dict) else b.__dict__
 
 
+def _pc_on_this_host(global_state):
+    """A GLOBAL_STATE guard's recorded state (JSON) with this host's thread count:
+    the count describes the host (a torchrun worker gets 1), not the computation."""
+    import json as _json
+
+    fields = _json.loads(global_state)
+    if "num_threads" in fields:
+        fields["num_threads"] = _torch.get_num_threads()
+    return _json.dumps(fields)
+
+
+def _pc_without_policy_slots(graph, policy, spelling):
+    """The output graph's guards without the invariance policy's slots (``policy``:
+    (guard type, slot) pairs, a slot spelled by ``spelling``'s (pattern, replacement)
+    rules, guards.slot_source's): kept guards that held one value in every
+    captured variant, of an identity type. The capture's Dynamo-free build drops
+    them the same way (lean.serving_state)."""
+    if not policy or getattr(graph, "_guards", None) is None:
+        return
+    import re as _re
+
+    from torch.utils._ordered_set import OrderedSet
+
+    def slot(g):
+        name = g.name
+        for pattern, replacement in spelling:
+            name = _re.sub(pattern, replacement, name)
+        return (g.create_fn_name(), name)
+
+    graph._guards = type(graph._guards)(OrderedSet(g for g in graph._guards.inner if slot(g) not in policy))
+
+
 def _pc_serving_state(state):
     """The serialized guards as this artifact serves them:
 
@@ -433,27 +465,11 @@ def _pc_serving_state(state):
     - without the invariance policy's slots (_POLICY_DROPPED): kept guards that
       held one value in every captured variant, of an identity type;
     - its value guards comparing against the captured values (_pc_captured_values)."""
-    import json as _json
-    import re as _re
-
     graph = state.output_graph
     guard = getattr(graph, "global_state_guard", None)
     if guard is not None:
-        fields = _json.loads(guard.__getstate__())
-        if "num_threads" in fields:
-            fields["num_threads"] = _torch.get_num_threads()
-            guard.__setstate__(_json.dumps(fields))
-    policy = _PC_POLICY_DROPPED
-    if policy and getattr(graph, "_guards", None) is not None:
-        def slot(g):  # the summary's spelling of a slot (see _dynamo/guards.py normalize)
-            name = _re.sub(r"\bL\[(['\"])(.*?)\1\]", r"\2", g.name)
-            name = _re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name)
-            return (g.create_fn_name(), _re.sub(r"_\d{9,}_c\d+\b", "_<id>_c<n>", name))
-
-        from torch.utils._ordered_set import OrderedSet
-
-        kept = OrderedSet(g for g in graph._guards.inner if slot(g) not in policy)
-        graph._guards = type(graph._guards)(kept)
+        guard.__setstate__(_pc_on_this_host(guard.__getstate__()))
+    _pc_without_policy_slots(graph, _PC_POLICY_DROPPED, _pc_unpack(_SLOT_SPELLING))
     _pc_register_captured(state)
     return state
 
@@ -647,7 +663,6 @@ def _pc_stand_in(spec):
 def _pc_lean_variant(name, scope):
     """(check, explain) for a variant's generated guards, built against this host's
     thread count (see _pc_serving_state)."""
-    import json as _json
 
     from torch._C._dynamo.guards import GlobalStateGuard, TensorGuards
 
@@ -655,10 +670,7 @@ def _pc_lean_variant(name, scope):
     consts = [_pc_make(r, f"a guard constant {r!r}") for r in spec["consts"]]
     gs = GlobalStateGuard()
     if spec["global_state"]:
-        fields = _json.loads(spec["global_state"])
-        if "num_threads" in fields:
-            fields["num_threads"] = _torch.get_num_threads()
-        gs.__setstate__(_json.dumps(fields))
+        gs.__setstate__(_pc_on_this_host(spec["global_state"]))
     tensors = spec["tensors"]
     tg = TensorGuards(*[_pc_stand_in(t[0]) for t in tensors],
                       dynamic_dims_sizes=[t[1] for t in tensors],

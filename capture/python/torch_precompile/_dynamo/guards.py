@@ -42,22 +42,28 @@ _IDENTITY = frozenset({"ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATC
 POLICY_TYPES = _IDENTITY - {"WEAKREF_ALIVE"}
 
 # Addresses and per-process counters differ run to run; scrub them so slots and
-# rendered checks compare (and the artifact diffs) stably.
-_ADDRESS = re.compile(r"(___check_(?:obj|type)_id\(.*?, )\d+\)")
-_BUILTINS_KEY = re.compile(r"__builtins_dict___\d+")
-_BY_ID = re.compile(r"_\d{9,}_c\d+\b")
-_SCOPE = re.compile(r"\bL\[(['\"])(.*?)\1\]")
+# rendered checks compare (and the artifact diffs) stably. (pattern, replacement)
+# in order; a slot's spelling also drops the L[...] of a local. The artifact
+# spells slots with these same rules (render writes them as _SLOT_SPELLING).
+NORMALIZE = ((r"(___check_(?:obj|type)_id\(.*?, )\d+\)", r"\1<id>)"),
+             (r"__builtins_dict___\d+", "__builtins_dict__"),
+             (r"_\d{9,}_c\d+\b", "_<id>_c<n>"))
+SLOT_SPELLING = ((r"\bL\[(['\"])(.*?)\1\]", r"\2"), *NORMALIZE)
+_NORMALIZE = [(re.compile(p), r) for p, r in NORMALIZE]
+_SLOT_SPELLING = [(re.compile(p), r) for p, r in SLOT_SPELLING]
 
 
 def normalize(text: str) -> str:
-    text = _ADDRESS.sub(r"\1<id>)", text)
-    text = _BUILTINS_KEY.sub("__builtins_dict__", text)
-    return _BY_ID.sub("_<id>_c<n>", text)
+    for pattern, replacement in _NORMALIZE:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def slot_source(name: str) -> str:
     """``L['self'].act`` -> ``self.act``; globals keep their ``G[...]`` spelling."""
-    return normalize(_SCOPE.sub(r"\2", name))
+    for pattern, replacement in _SLOT_SPELLING:
+        name = pattern.sub(replacement, name)
+    return name
 
 
 def default_filter(entries: Sequence[Any]) -> list[bool]:

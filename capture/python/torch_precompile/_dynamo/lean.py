@@ -59,14 +59,9 @@ def _marshal(code: Any, what: str) -> bytes:
 def serving_state(state: Any, policy: set[tuple[str, str]]) -> Any:
     """The guard state without the invariance policy's slots, as the driver serves
     it (see _pc_serving_state there, which does the same to a Dynamo-built manager)."""
-    graph = state.output_graph
-    if policy and getattr(graph, "_guards", None) is not None:
-        from torch.utils._ordered_set import OrderedSet
+    from .captured_values import without_policy_slots
 
-        from .guards import slot_source
-
-        kept = (g for g in graph._guards.inner if (g.create_fn_name(), slot_source(g.name)) not in policy)
-        graph._guards = type(graph._guards)(OrderedSet(kept))
+    without_policy_slots(state.output_graph, policy)
     return state
 
 

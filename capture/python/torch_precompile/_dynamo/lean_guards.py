@@ -217,23 +217,12 @@ class _Tensor:
                      pytype is torch.nn.Parameter)
         self.sizes = [None if s is None else int(s) for s in sizes]
         self.strides = [None if s is None else int(s) for s in strides]
+        from .captured_values import stand_in
+
         probe = stand_in(self.spec)
         if torch._C._dispatch_keys(probe) != keys:
             raise NotLean(f"{name} has dispatch keys {keys}, not those of a plain "
                           f"{self.spec[1]} tensor ({torch._C._dispatch_keys(probe)})")
-
-
-def stand_in(spec: tuple[str, str, bool, bool]) -> Any:
-    """An empty tensor with the dtype, device, requires_grad and type a TensorGuards
-    entry compares against (it takes sizes and strides separately). The driver
-    has its own copy; this one checks at capture that the keys come out the same."""
-    import torch
-
-    dtype, device, requires_grad, parameter = spec
-    t = torch.empty(0, dtype=getattr(torch, dtype), device=device)
-    if parameter:
-        return torch.nn.Parameter(t, requires_grad=requires_grad)
-    return t.requires_grad_(requires_grad)
 
 
 _SHAPE_NAMES = {"L", "G", "torch", "inf", "math", "__math_isnan", "___check_type_id", "___check_obj_id",

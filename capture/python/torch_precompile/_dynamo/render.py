@@ -20,6 +20,7 @@ from .. import _artifact
 from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from . import frames as _frames
+from . import guards as _guards
 
 _DRIVER = os.path.join(os.path.dirname(__file__), "driver.py")
 _SEP = "# " + "=" * 76 + "\n"
@@ -246,6 +247,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
     sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
     sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
+    sections.append(("_SLOT_SPELLING", list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"))
     if lean is None and programs is None:
         sections.append(("_BACKENDS", payloads, "compiled graphs"))
     with open(_DRIVER, encoding="utf-8") as f:
