@@ -54,3 +54,12 @@ def timed(cmd: list[str], env: dict[str, str], what: str) -> dict[str, float]:
     if journal.exists():
         out["journal"] = len([line for line in journal.read_text().splitlines() if line.strip()])
     return out
+
+
+def print_table(header: tuple[str, ...], rows: list[tuple[object, ...]], legend: str) -> None:
+    """The rows as ``a | b | ...`` lines under the header (floats to two places),
+    then the legend."""
+    print(" | ".join(header))
+    for r in rows:
+        print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r))
+    print(legend)

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_common import host, timed
+from bench_common import host, print_table, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -108,10 +108,7 @@ def main() -> None:
                      m["serve.load"], m["serve.first"], m["eager.first"], m["serve.first"] / m["eager.first"],
                      m["serve.per_call"], m["compile.per_call"], m["eager.per_call"],
                      m["serve.per_call"] / m["compile.per_call"], int(max(samples.get("serve.journal", [0])))))
-    print(" | ".join(header))
-    for r in rows:
-        print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r))
-    print("capture ratio = capture / torch.compile cold (goal <= 1.1); first-output ratio = cold locked-down "
+    print_table(header, rows, "capture ratio = capture / torch.compile cold (goal <= 1.1); first-output ratio = cold locked-down "
           "serve / eager; per-call ratio = ours / torch.compile warm; journal = compiler records while serving")
 
 

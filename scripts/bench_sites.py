@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_common import host, timed
+from bench_common import host, print_table, timed
 
 PREFIX = "bench-sites-"
 
@@ -69,10 +69,7 @@ def main() -> None:
                      m["eager.first"], m["served.first"] / m["warm.first"], m["served.first"] / m["eager.first"],
                      m["served.per_call_us"], m["warm.per_call_us"], m["served.per_call_us"] / m["warm.per_call_us"],
                      int(max(s["served.journal"]))))
-    print(" | ".join(header))
-    for r in rows:
-        print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r))
-    print("first output = spawn -> the script's first compiled call returned; served = precompile run --serve "
+    print_table(header, rows, "first output = spawn -> the script's first compiled call returned; served = precompile run --serve "
           "DIR --lockdown --strict on a cold host; compile warm = torch.compile with the cold run's Inductor "
           "cache; journal = compiler records while serving")
 

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_common import host, timed
+from bench_common import host, print_table, timed
 
 PREFIX = "bench-train-"
 
@@ -126,10 +126,7 @@ def main() -> None:
                      m["eager.spawn_first"], m["serve.spawn_first"] / m["eager.spawn_first"],
                      m["serve.per_step"], m["compile.per_step"], m["eager.per_step"],
                      m["serve.per_step"] / m["compile.per_step"], int(max(s.get("serve.journal", [0])))))
-    print(" | ".join(header))
-    for r in rows:
-        print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r))
-    print("capture ratio = capture / torch.compile cold first step; restart = spawn -> first step done of a "
+    print_table(header, rows, "capture ratio = capture / torch.compile cold first step; restart = spawn -> first step done of a "
           "restarted job (ours: cold host, locked down; torch.compile warm: its Inductor cache kept; eager); "
           "per-step ratio = ours / torch.compile warm; journal = compiler records while serving")
 

@@ -85,16 +85,12 @@ def _caller_site(obj: Any, depth: int) -> str:
         path = rel if not rel.startswith("..") else path
     except ValueError:
         pass
-    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-    if isinstance(obj, _torch_module()):
-        name = type(obj).__qualname__
-    return f"{name}@{path}:{frame.f_lineno}"
-
-
-def _torch_module() -> type:
     import torch
 
-    return torch.nn.Module
+    # a module by its class (an instance has no qualname of its own), else the callable's
+    name = type(obj).__qualname__ if isinstance(obj, torch.nn.Module) else \
+        getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return f"{name}@{path}:{frame.f_lineno}"
 
 
 def _site_id(site: str) -> str:
@@ -105,12 +101,6 @@ def _pair_names(site: str) -> tuple[str, str]:
     slug = re.sub(r"[^A-Za-z0-9]+", "_", site.split("@", 1)[0]).strip("_")[:40] or "site"
     base = f"{slug}-{_site_id(site)}.rank{_rank()}"
     return base + ".py", base + ".cache"
-
-
-def _options(fullgraph: bool, dynamic: Any, backend: Any, mode: Any, options: Any) -> dict[str, Any]:
-    return {"fullgraph": bool(fullgraph), "dynamic": dynamic,
-            "backend": backend if isinstance(backend, str) else repr(backend),
-            "mode": mode, "options": dict(options or {})}
 
 
 def _not_capturable(obj: Any, backend: Any, mode: Any) -> str | None:
@@ -215,6 +205,7 @@ class _Mode:
 
     def site(self, obj: Any, kwargs: dict[str, Any], real: Callable[..., Any], *, depth: int,
              own_call: bool = False) -> Any:
+        """What torch.compile returns for ``obj`` here (each mode defines it)."""
         raise NotImplementedError
 
 
