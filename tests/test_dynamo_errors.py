@@ -226,6 +226,57 @@ def test_a_parametrized_module_is_refused_with_dynamos_reason_and_the_remedy(tmp
     assert "FOLDED captured" in r.stdout
 
 
+UNSAVABLE_GUARDS = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp
+from torch._dynamo.exc import PackageError
+from torch._dynamo.guards import CheckFunctionManager
+import dyn_models as dm
+def unsavable(*args, **kwargs):  # as for a guard state no package can hold
+    raise PackageError("this guard state cannot be saved")
+CheckFunctionManager.serialize_guards = unsavable
+try:
+    with tp.capture(dm.step, artifact_path={out!r} + "/u.py", cache_path={out!r} + "/u.cache",
+                    backend="eager") as cap:
+        cap(dm.MLP(), torch.randn(2, 8))
+except tp.PrecompileError as e:
+    print("REFUSED |", str(e).replace("\n", " "))
+"""
+
+
+def test_a_bypass_that_ends_the_frames_compile_is_refused_naming_the_frame_and_the_reason(tmp_path: Path) -> None:
+    # Dynamo bypasses the package when a frame's guard state cannot be saved; on
+    # a torch where that bypass ends the compile (bypass_kills_the_compile), the
+    # compile's own AssertionError is told apart (killed_by_bypass) and refused
+    # naming the frame and Dynamo's reason, as torch's bypass does elsewhere.
+    from torch._dynamo.package import CompilePackage
+
+    from torch_precompile._compat.dynamo import bypass_kills_the_compile
+
+    r = run_python(UNSAVABLE_GUARDS.format(tests=str(TESTS), out=str(tmp_path))).check()
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("REFUSED |"))
+    assert "Guard evaluation failed: this guard state cannot be saved" in refused, refused
+    if bypass_kills_the_compile(CompilePackage):
+        assert "cannot go on compiling a frame it stopped packaging" in refused, refused
+        assert "the frame step (" in refused and "dyn_models.py" in refused, refused
+    else:
+        assert "the entry frame of dyn_models.step was bypassed" in refused, refused
+
+
+def test_only_an_assertion_of_dynamos_compile_is_a_bypass_ending_it() -> None:
+    from torch_precompile._compat.dynamo import killed_by_bypass
+
+    def raised(e: BaseException) -> BaseException:
+        try:
+            raise e
+        except BaseException as caught:  # noqa: BLE001
+            return caught
+
+    assert not killed_by_bypass(raised(AssertionError("check_fn.guards_state is not None")))  # raised here
+    assert not killed_by_bypass(raised(RuntimeError("in convert_frame")))
+
+
 def test_risky_drops_under_one_run_time_object_fold_into_its_line() -> None:
     # BART called with use_cache=True deep-copies its config: Dynamo guards the config's
     # identity and every entry's; the refusal names the config once, with a count.

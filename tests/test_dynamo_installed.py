@@ -1,7 +1,8 @@
 """DynamoTracer installed serving: a graph break inside a child module's forward.
 Its calls refuse to compile under every stance that would compile, follow
 force_eager / eager_on_recompile, compile on a miss only when loaded with
-allow_serve_time_compiles=True, and loading refuses where it cannot serve.
+allow_serve_time_compiles=True, and loading refuses where it cannot serve; a
+torch.compile of the function after load serves the calls the artifact misses.
 Compile counts are read from Dynamo's counters, not assumed."""
 
 from __future__ import annotations
@@ -231,3 +232,110 @@ except tp.PrecompileError as e:
     print("REFUSED", e)
 """).check()
     assert "REFUSED" in r.stdout and "cannot install" in r.stdout and "changed" in r.stdout, r.stdout
+
+
+# A compile of the captured function after load adds live cache entries, which
+# serve the calls the installed entries miss; a call both miss is still refused.
+# In place of the capture's weights, perturbed ones: the served results are
+# compared to eager on these.
+LIVE_AFTER_LOAD = """
+f = tp.load({artifact!r}, {cache!r})
+assert f.installed is True and f.metadata["DYNAMO_FREE"] is {lean}, f.metadata
+model = {model}
+with torch.no_grad():
+    for prm in model.parameters():
+        prm.add_(torch.randn_like(prm))
+def refused(x):
+    try:
+        f(model, x)
+    except tp.PrecompileError as e:
+        assert "does not compile" in str(e), e
+        return True
+    return False
+x_new, x_other = torch.randn(7, 8), torch.randn(9, 8)
+assert refused(x_new)
+assert graphs() == 0, graphs()
+before = {{name for name in vars(mod) if name.startswith("__compiled_fn_")}}
+same(torch.compile(mod.step, backend="eager")(model, x_new), mod.step(model, x_new))
+compiled = graphs()
+assert compiled > 0
+# Count calls into the live compile's graphs (bound in the module under their ids).
+calls = []
+live = [name for name in vars(mod) if name.startswith("__compiled_fn_") and name not in before]
+assert live
+for name in live:
+    setattr(mod, name, torch._dynamo.disable(lambda *a, _fn=getattr(mod, name), _n=name: calls.append(_n) or _fn(*a)))
+for _ in range(2):
+    same(f(model, x_new), mod.step(model, x_new))   # served by the live entries
+    assert calls, "x_new was not served by the live compile's graphs"
+    calls.clear()
+x = torch.randn(2, 8)
+same(f(model, x), mod.step(model, x))                # a captured call: the installed entries
+assert calls == [], calls
+assert graphs() == compiled, (compiled, graphs())    # serving compiled nothing
+assert refused(x_other)                              # covered by neither
+assert graphs() == compiled, (compiled, graphs())
+print("served")
+"""
+
+
+def test_a_compile_after_load_serves_the_calls_the_installed_entries_miss(captured) -> None:
+    out, _ = captured
+    stdout = serve(out, "mod = dm\n" + LIVE_AFTER_LOAD.format(
+        artifact=str(out / "parent.py"), cache=str(out / "parent.cache"), lean=True, model="p"))
+    assert "served" in stdout
+
+
+# A graph break inside a child's forward, then a read of the environment: its
+# installed artifact needs Dynamo to serve (not Dynamo-free).
+ENV_MODELS = '''
+import os
+import torch
+from torch import nn
+
+
+class Child(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.sin(self.inner(x))
+        torch._dynamo.graph_break()
+        return h * int(os.environ["SCALE"])
+
+
+class Parent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(8, 8)
+        self.child = Child()
+
+    def forward(self, x):
+        return self.child(torch.relu(self.pre(x)))
+
+
+def step(model, x):
+    return model(x)
+'''
+
+
+def test_a_compile_after_load_serves_the_misses_of_an_artifact_that_needs_dynamo(tmp_path) -> None:
+    (tmp_path / "env_live_models.py").write_text(ENV_MODELS)
+    artifact, cache = str(tmp_path / "env.py"), str(tmp_path / "env.cache")
+    run_python(f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import torch, torch_precompile as tp
+import env_live_models as em
+torch.manual_seed(0)
+with tp.capture(em.step, artifact_path={artifact!r}, cache_path={cache!r}, backend="eager",
+                tracer=tp.DynamoTracer(dynamic=False)) as cap:
+    cap(em.Parent(), torch.randn(2, 8))
+""", env={"SCALE": "2"}).check()
+    text = (tmp_path / "env.py").read_text()
+    assert "SERVING_MODE = 'installed'" in text and "DYNAMO_FREE = False" in text
+    stdout = serve(tmp_path, f"sys.path.insert(0, {str(tmp_path)!r})\nimport env_live_models as mod\n"
+                   + LIVE_AFTER_LOAD.format(artifact=artifact, cache=cache, lean=False, model="mod.Parent()"),
+                   env={"SCALE": "2"})
+    assert "served" in stdout

@@ -388,22 +388,16 @@ def test_values_read_through_a_module_are_checked_against_their_captured_values(
 
 
 def test_a_value_guard_reads_back_the_value_its_capture_rendered() -> None:
-    import ast
     import math
     import types
 
     import torch
-    import torch_precompile._dynamo as dynamo_pkg
-
-    # the driver is a template inlined into artifacts: take the one function out of it
-    path = Path(dynamo_pkg.__file__).parent / "driver.py"
-    fn = next(n for n in ast.parse(path.read_text()).body
-              if isinstance(n, ast.FunctionDef) and n.name == "_pc_captured_value")
-    ns = {"_torch": torch}
-    exec(compile(ast.Module([fn], []), str(path), "exec"), ns)
+    # the driver's parts are templates joined into artifacts: the capture takes the
+    # function out of its part's source, as this does
+    from torch_precompile._dynamo.captured_values import captured_value
 
     def read(*parts: str):
-        return ns["_pc_captured_value"](types.SimpleNamespace(code_list=list(parts)))
+        return captured_value(types.SimpleNamespace(code_list=list(parts)))
 
     assert read("G['os'].environ._data[b'SCALE'] == b'1'") == ("value", b"1")
     assert read("L['n'] == 3", "L['n'] == 3") == ("value", 3)  # a build before torch 2.15 repeats parts

@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -227,29 +228,34 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return known, None
 
 
-class _SiteModule:
-    """What ``torch.compile(module)`` returns here: the module's attributes, state
-    and parameters as the module's own, calls through the site."""
+@functools.cache
+def _site_module_class() -> type:
+    """The class of what ``torch.compile(module)`` returns here (made at first use:
+    torch is not imported when this module is)."""
+    import torch
 
-    def __new__(cls, module: Any, call: Callable[..., Any]) -> Any:
-        import torch
+    class PrecompiledSite(torch.nn.Module):
+        """The module's attributes, state and parameters as the module's own
+        (``_orig_mod``, as torch.compile's wrapper keeps it); calls go through the site."""
 
-        class CompiledModule(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self._orig_mod = module
+        def __init__(self, module: Any, call: Callable[..., Any]) -> None:
+            super().__init__()
+            self._orig_mod = module
+            self._pc_call = call
 
-            def forward(self, *args: Any, **kwargs: Any) -> Any:
-                return call(self._orig_mod, *args, **kwargs)
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            return self._pc_call(self._orig_mod, *args, **kwargs)
 
-            def __getattr__(self, name: str) -> Any:
-                try:
-                    return super().__getattr__(name)
-                except AttributeError:
-                    return getattr(self._modules["_orig_mod"], name)
+        def __getattr__(self, name: str) -> Any:
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._modules["_orig_mod"], name)
 
-        CompiledModule.__qualname__ = f"PrecompiledSite[{type(module).__qualname__}]"
-        return CompiledModule()
+        def _get_name(self) -> str:  # what repr() prints: PrecompiledSite[Net]
+            return f"PrecompiledSite[{type(self._orig_mod).__qualname__}]"
+
+    return PrecompiledSite
 
 
 class _Capturing(_Mode):
@@ -277,7 +283,7 @@ class _Capturing(_Mode):
         if isinstance(obj, torch.nn.Module):
             if own_call:
                 return lambda *args, **kw: capture.call((obj, *args), kw)
-            return _SiteModule(obj, lambda m, *args, **kw: capture.call((m, *args), kw))
+            return _site_module_class()(obj, lambda m, *args, **kw: capture.call((m, *args), kw))
 
         def compiled(*args: Any, **kw: Any) -> Any:
             return capture.call(args, kw)
@@ -290,8 +296,6 @@ class _Capturing(_Mode):
 
 
 def _wrapped(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
-    import functools
-
     try:
         compiled = functools.wraps(fn)(compiled)
     except (AttributeError, TypeError):
@@ -450,7 +454,7 @@ class _Serving(_Mode):
             runnable = _load(site, paths)
             if own_call:
                 return lambda *args, **kw: runnable(obj, *args, **kw)
-            return _SiteModule(obj, runnable)
+            return _site_module_class()(obj, runnable)
         # Loaded at the first call: under @torch.compile the function's name is bound
         # (to what this returns) only after the decorator ran, and the artifact finds
         # fn by that name.

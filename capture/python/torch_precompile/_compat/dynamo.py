@@ -13,7 +13,8 @@ not the version.
   is seen only as ``bypass_current_entry``, so no bypassed frame is told apart;
   and the compile that bypassed then dies in ``convert_frame`` on
   ``assert check_fn.guards_state is not None``, which tests its own package
-  reference rather than the output graph's: ``bypass_kills_the_compile``);
+  reference rather than the output graph's: ``bypass_kills_the_compile``, and
+  ``killed_by_bypass`` tells that AssertionError from any other);
 - ``convert_frame._compile`` takes the frame's cache entries as a list
   (``cache_entries``, ``cache_entries_for_reasons``) in 2.15 (earlier: the head
   of a linked list, ``cache_entry``, which the recompile reasons also take):
@@ -135,6 +136,21 @@ def bypass_kills_the_compile(package: Any) -> bool:
     return not hasattr(package, "bypass_current_compile") and hasattr(package, "bypass_current_entry")
 
 
+def killed_by_bypass(e: BaseException) -> bool:
+    """Whether ``e``, raised by a capture call in which a package bypass was seen
+    where ``bypass_kills_the_compile``, is the error that bypass ended the frame's
+    compile with: an AssertionError raised in ``torch._dynamo.convert_frame``
+    itself (2.11.0's ``_compile_inner`` asserts ``check_fn.guards_state is not
+    None``, which Dynamo passes on as it is). 2.15.0 has no such assertion: the
+    compile goes on, and the frame is recorded as bypassed."""
+    if not isinstance(e, AssertionError):
+        return False
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_globals.get("__name__") == "torch._dynamo.convert_frame"
+
+
 def guard_serialization_error(e: BaseException) -> str | None:
     """The error serializing a frame's guard state raised, where torch let it fail
     the compile instead of bypassing the package (see the module docstring);
@@ -176,6 +192,39 @@ def current_entry(package: Any) -> Any:
     if hasattr(type(package), "current_entry") or "current_entry" in vars(package):
         return package.current_entry
     return package._current_entry
+
+
+def stance() -> str:
+    """The process-wide ``torch.compiler`` stance's name: the private
+    ``torch._dynamo.eval_frame._stance.stance`` (a ``DynamoStance``; the same
+    on 2.11 through 2.15). "default" when Dynamo is not imported: nothing can
+    have set another, and reading it must not import Dynamo."""
+    import sys
+
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    return "default" if eval_frame is None else eval_frame._stance.stance
+
+
+def serving_live_entries(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` (a frame-evaluator callback that never compiles), marked so
+    the evaluator serves a frame from any live cache entry of its code (a
+    ``torch.compile`` of it in this process, whatever its backend) before it
+    calls ``callback`` on a miss.
+
+    The evaluator (``lookup`` in torch/csrc/dynamo/extra_state.cpp; the same
+    on 2.11.0 and 2.15.0, tested on both) tries a code's precompile entries
+    first, whatever the backend, then its cache entries whose backend matches
+    the callback's: ``get_backend`` (cache_entry.cpp) follows the callback's
+    ``_torchdynamo_orig_backend`` attributes to the end of the chain (what
+    Dynamo's fail_on_recompile callback sets to serve its compiling callback's
+    entries), and a backend of ``False`` matches every entry. Run-only mode is
+    read off the callback itself (``callback is False``), not its backend, so a
+    miss still reaches ``callback``. Where torch has ``isolate_recompiles``
+    regions (2.15.0; not 2.11.0) the entries looked up are the current region's
+    and the default one's: a ``torch.compile(isolate_recompiles=True)`` region
+    keeps its entries to itself, as torch keeps them from any other caller."""
+    callback._torchdynamo_orig_backend = False  # type: ignore[attr-defined]
+    return callback
 
 
 def code_parts(entry: Any) -> tuple[str, ...]:

@@ -1,6 +1,18 @@
-"""The standalone AOTAutograd + Inductor lowering (``compile_to_python`` in
-``torch._functorch._aot_autograd.to_standalone_python``, from 2.14): whether it
-keeps a graph dynamic.
+"""The standalone lowerings: whether torch has them, and whether the
+AOTAutograd + Inductor one keeps a graph dynamic.
+
+Whether torch has them (each read off 2.11.0 and 2.15.0; 2.12 and 2.13 unchecked):
+
+- ``compile_to_python`` in ``torch._functorch._aot_autograd.to_standalone_python``,
+  the standalone AOTAutograd + Inductor lowering, exists from 2.14 (2.14.1 below;
+  2.11.0 has no such module): ``compile_to_python`` answers it or None;
+- ``torch._inductor.standalone_compile``'s ``_resolve_ignore_shape_env``,
+  ``_runnable_source`` and ``_standalone_context``, the pieces that lowering is
+  made of, exist in 2.15.0 (whose ``compile_to_python`` imports two of them;
+  2.11.0's module has none; 2.14 unchecked): ``standalone_inductor`` answers
+  them or None.
+
+Whether it keeps a graph dynamic:
 
 The lowering keeps a graph's symbolic sizes (shapes mode ``"from_graph"``) only
 when ``_graph_has_dynamic_shapes`` finds a symbolic fake on a placeholder;
@@ -20,7 +32,40 @@ lowering use it for one call where torch's own reads the graph otherwise.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
+
+
+def compile_to_python() -> Callable[..., Any] | None:
+    """torch's standalone AOTAutograd + Inductor lowering,
+    ``compile_to_python(gm, example_inputs, options=...) -> (source, bundle)``;
+    None on a torch without it (2.11.0; it exists from 2.14)."""
+    try:
+        from torch._functorch._aot_autograd.to_standalone_python import compile_to_python as lower
+    except ImportError:
+        return None
+    return lower
+
+
+class StandaloneInductor(NamedTuple):
+    """The pieces of ``torch._inductor.standalone_compile`` a forward and
+    backward lowering through ``compile_fx`` is made of."""
+
+    resolve_ignore_shape_env: Callable[[str], bool]  # shapes mode -> compile_fx's ignore_shape_env
+    runnable_source: Callable[[Any], str]            # a compiled graph -> its module source
+    standalone_context: Callable[..., Any]           # (gm, shapes mode, aot=) -> the context to compile in
+
+
+def standalone_inductor() -> StandaloneInductor | None:
+    """Those pieces; None on a torch without them (2.11.0; 2.15.0 has them)."""
+    try:
+        from torch._inductor.standalone_compile import (
+            _resolve_ignore_shape_env,
+            _runnable_source,
+            _standalone_context,
+        )
+    except ImportError:
+        return None
+    return StandaloneInductor(_resolve_ignore_shape_env, _runnable_source, _standalone_context)
 
 
 def graph_has_dynamic_shapes(gm: Any) -> bool:

@@ -12,7 +12,9 @@ code objects (installed).
 - ``summary``: the PrecompileSummary of a session;
 - ``frames``: the package's frames as artifact records, reachability, serving mode;
 - ``render``: python_code and the cache envelope;
-- ``driver``: the serving half, inlined verbatim into python_code;
+- ``driver/``: the serving half, source parts joined into python_code by mode
+  (common, pins, graph programs, Dynamo-free checks or Dynamo's state, and the
+  standalone, installed-through-torch._C or installed-through-Dynamo serving);
 - ``captured_values``: the driver's captured value guards, for the Dynamo-free capture;
 - ``capture``: DynamoCapture, the public state machine and the write gates;
 - ``load``: one loader per serving mode (standalone, installed);

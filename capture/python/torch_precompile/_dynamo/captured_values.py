@@ -4,12 +4,12 @@ classes read back, tensor stand-ins, policy slots dropped.
 Dynamo's serialized guards keep no expected value for a value guard: a build
 reads it again through the pickled scope, whose modules (``os``, a config
 module) are the building process's own. The driver rebuilds such guards against
-the values the capture rendered (``_pc_captured_values`` in driver.py); the
+the values the capture rendered (``_pc_captured_values`` in driver/dynamo_state.py); the
 Dynamo-free capture builds each variant's guards the same way, at the end of the
 capture, when ``os.environ`` or a module constant may hold another value than
-when that variant compiled. The driver is a template inlined into every artifact,
-not an importable module, so its definitions are taken from its source: one
-implementation, whichever process builds the guards.
+when that variant compiled. The driver's parts are templates joined into
+artifacts, not importable modules, so these definitions are taken from their
+source: one implementation, whichever process builds the guards.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-_DRIVER = Path(__file__).with_name("driver.py")
+# the driver parts holding them
+_PARTS = (Path(__file__).with_name("driver") / "dynamo_state.py",
+          Path(__file__).with_name("driver") / "lean_checks.py")
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
           "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_stand_in",
           "_pc_without_policy_slots")
@@ -36,16 +38,23 @@ def _driver_part() -> dict[str, Any]:
     def fail(message: str) -> None:
         raise PrecompileError(f"capture: {message}")
 
-    tree = ast.parse(_DRIVER.read_text(encoding="utf-8"))
-    body = [n for n in tree.body
-            if (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in _NAMES)
-            or (isinstance(n, ast.Assign) and any(getattr(t, "id", None) in _NAMES for t in n.targets))]
     ns: dict[str, Any] = {"_torch": torch, "_sys": sys, "_pc_fail": fail, "__name__": __name__}
-    exec(compile(ast.Module(body, []), str(_DRIVER), "exec"), ns)
+    for part in _PARTS:
+        tree = ast.parse(part.read_text(encoding="utf-8"))
+        body = [n for n in tree.body
+                if (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in _NAMES)
+                or (isinstance(n, ast.Assign) and any(getattr(t, "id", None) in _NAMES for t in n.targets))]
+        exec(compile(ast.Module(body, []), str(part), "exec"), ns)
     missing = set(_NAMES) - set(ns)
     if missing:
-        raise AssertionError(f"driver.py no longer defines {sorted(missing)}")
+        raise AssertionError(f"the driver's parts no longer define {sorted(missing)}")
     return ns
+
+
+def captured_value(guard: Any) -> tuple[str, Any]:
+    """The driver's ``_pc_captured_value``: how a value guard's build gets the value
+    its capture rendered."""
+    return _driver_part()["_pc_captured_value"](guard)
 
 
 @contextlib.contextmanager

@@ -82,11 +82,9 @@ def _lookup(code: Any) -> tuple[str, str] | None:
     """(function name, code source) an ordinary-call frame's live code object is
     found by, as Dynamo's package finds it; None for a continuation or a code
     nothing names."""
-    source = getattr(code, "code_source", None)
-    names = list(getattr(code, "function_names", ()))
-    if code.install_to_global or not source or len(names) != 1:
+    if code.install_to_global or not code.code_source or len(code.function_names) != 1:
         return None
-    return names[0], source
+    return code.function_names[0], code.code_source
 
 
 def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]],

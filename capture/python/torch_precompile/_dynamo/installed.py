@@ -7,7 +7,9 @@ The process-wide stance is read per call and never changed:
 - "eager_on_recompile": run-only evaluation, so captured variants are served
   and anything else runs eagerly;
 - any stance that would compile ("default", force_backend, "eager_then_compile",
-  "fail_on_recompile", ...): a frame the captured entries miss is refused with
+  "fail_on_recompile", ...): a frame the captured entries miss is served by a
+  live cache entry of its code that passes (a torch.compile of it in this
+  process after load, whatever its backend), and one both miss is refused with
   the guards that failed, as under fail_on_recompile -- unless the artifact was
   loaded with allow_serve_time_compiles=True, in which case the miss compiles
   with the artifact's backend through torch.compile's own path, stance and all.
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .._bases import PrecompiledRunnable
+from .._compat import dynamo as _compat
 from .._errors import PrecompileError
 
 
@@ -61,7 +64,10 @@ def _refusing_callback(fn_name: str) -> Callable[..., Any]:
     does the artifact's own code (a graph program's backward, which a
     ``loss.backward()`` inside the call runs: its module is named under
     ``_ARTIFACT_MODULES``, as ``load`` names the artifact's); any other miss
-    raises naming the guards that failed."""
+    raises naming the guards that failed. A live cache entry of the frame's code
+    (a torch.compile of it after load, whatever its backend) that passes serves
+    the frame before this callback is called: see
+    ``_compat.dynamo.serving_live_entries``."""
     import inspect
 
     from torch._dynamo import convert_frame, trace_rules
@@ -83,7 +89,7 @@ def _refusing_callback(fn_name: str) -> Callable[..., Any]:
             "Capture a call like this one too, or load with allow_serve_time_compiles=True."
         )
 
-    return refuse
+    return _compat.serving_live_entries(refuse)
 
 
 class _Return:
@@ -222,16 +228,7 @@ def _lean_refusing_callback(fn_name: str, installed: dict[Any, Any], torch_compi
             dynamo.append(_refusing_callback(fn_name))
         return dynamo[0](frame, cache_entry, frame_state)
 
-    return refuse
-
-
-def _stance() -> str:
-    """The process-wide stance; "default" when Dynamo is not imported (nothing
-    can have set another)."""
-    import sys
-
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    return "default" if eval_frame is None else eval_frame._stance.stance
+    return _compat.serving_live_entries(refuse)
 
 
 class InstalledRunnable(PrecompiledRunnable):
@@ -255,7 +252,7 @@ class InstalledRunnable(PrecompiledRunnable):
                            if allow_serve_time_compiles else None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        stance = _stance()
+        stance = _compat.stance()
         if stance == "force_eager":
             return _with_callback(None, self._fn, args, kwargs)
         if stance == "eager_on_recompile":

@@ -43,19 +43,15 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
     import torch
     import torch._functorch.config as functorch_config
 
-    from .._compat.lowering import graph_has_dynamic_shapes
+    from torch._guards import TracingContext
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-    try:
-        from torch._guards import TracingContext
-        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-        from torch._inductor.standalone_compile import (
-            _resolve_ignore_shape_env,
-            _runnable_source,
-            _standalone_context,
-        )
-    except ImportError:
+    from .._compat.lowering import graph_has_dynamic_shapes, standalone_inductor
+
+    standalone = standalone_inductor()
+    if standalone is None:
         raise NotLean(f"torch {torch.__version__} has no standalone Inductor lowering "
-                      "(torch._inductor.standalone_compile)") from None
+                      "(torch._inductor.standalone_compile)")
 
     seen: dict[str, Any] = {}
 
@@ -64,7 +60,7 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
         half = "backward" if kwargs.get("is_backward") else "forward"
         if half in seen:
             raise NotLean(f"graph {backend_id} lowers to more than one {half} graph")
-        seen[half] = (graph, _runnable_source(compiled))
+        seen[half] = (graph, standalone.runnable_source(compiled))
         if half == "forward":
             seen["meta"] = TracingContext.try_get().fw_metadata
         return compiled
@@ -73,13 +69,13 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
     try:
         with (
             torch.enable_grad(),
-            _standalone_context(gm, shapes, aot=False),
+            standalone.standalone_context(gm, shapes, aot=False),
             # a cached AOTAutograd entry would skip the inner compiles this reads
             functorch_config.patch(enable_autograd_cache=False, force_non_lazy_backward_lowering=True),
             torch._inductor.config.patch(benchmark_harness=False, cpp_wrapper=False, size_asserts=True),
         ):
             compile_fx(copy.deepcopy(gm), example_inputs, inner_compile=inner_compile,
-                       ignore_shape_env=_resolve_ignore_shape_env(shapes))
+                       ignore_shape_env=standalone.resolve_ignore_shape_env(shapes))
     except NotLean:
         raise
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
@@ -101,11 +97,11 @@ def _plain(meta: Any, backend_id: str) -> None:
     elif meta.subclass_inp_meta and any(not isinstance(m, int) and type(m).__name__ != "PlainTensorMeta"
                                         for m in meta.subclass_inp_meta):
         why = "takes tensor subclasses"
-    elif meta.tokens or getattr(meta, "num_backward_tokens", 0):
+    elif meta.tokens or meta.num_backward_tokens:
         why = "threads effect tokens"
-    elif getattr(meta, "is_rng_op_functionalized", False) or getattr(meta, "num_graphsafe_rng_states", 0):
+    elif meta.is_rng_op_functionalized or meta.num_graphsafe_rng_states:
         why = "threads RNG state"
-    elif getattr(meta, "num_opaque_objects_saved_for_bw", 0):
+    elif meta.num_opaque_objects_saved_for_bw:
         why = "saves opaque objects for the backward"
     if why:
         raise NotLean(f"graph {backend_id} needs autograd and {why}, which only AOTAutograd's runtime serves")
@@ -174,7 +170,7 @@ def _layout(fw: Any, bw: Any, meta: Any, n_args: int, backend_id: str) -> dict[s
         "saved_tensors": saved_tensors,
         "saved_sizes": saved_sizes,
         "backward_args": backward_args,
-        "donates": bool(getattr(meta, "bw_donated_idxs", None)),
+        "donates": bool(meta.bw_donated_idxs),
     }
 
 

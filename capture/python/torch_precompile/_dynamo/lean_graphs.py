@@ -40,18 +40,17 @@ def _fx_program(gm: Any, backend_id: str) -> str:
 def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
     import torch
 
-    from .._compat.lowering import dynamic_shapes_seen
+    from .._compat.lowering import compile_to_python, dynamic_shapes_seen
     from .._kernels import serve_imports
 
-    try:
-        from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
-    except ImportError:
+    lower = compile_to_python()
+    if lower is None:
         raise NotLean(f"torch {torch.__version__} has no standalone AOTAutograd + Inductor "
-                      "lowering (torch._functorch._aot_autograd.to_standalone_python)") from None
+                      "lowering (torch._functorch._aot_autograd.to_standalone_python)")
 
     try:
         with dynamic_shapes_seen(gm):
-            program, _bundle = compile_to_python(gm, example_inputs, options={"size_asserts": True})
+            program, _bundle = lower(gm, example_inputs, options={"size_asserts": True})
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
         raise lean_autograd.refusal(e, backend_id, "a standalone program") from None
     return serve_imports.rewrite(program)

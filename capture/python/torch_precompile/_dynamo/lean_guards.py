@@ -84,8 +84,7 @@ def _recording() -> Iterator[Recording]:
         setattr(dg, name, function)
 
     for name in _RELATIONAL:
-        if hasattr(dg, name):
-            wrap_function(name)
+        wrap_function(name)
 
     py_lambda = dg.GuardBuilder.add_python_lambda_leaf_guard_to_root
 
@@ -225,7 +224,9 @@ class _Tensor:
                           f"{self.spec[1]} tensor ({torch._C._dispatch_keys(probe)})")
 
 
-_SHAPE_NAMES = {"L", "G", "torch", "inf", "math", "__math_isnan", "___check_type_id", "___check_obj_id",
+# The names a shape guard may read besides sympy's (SYMPY_INTERP): the driver's
+# lean_checks part binds them, and sympy's only where a variant reads one.
+SHAPE_NAMES = {"L", "G", "torch", "inf", "math", "__math_isnan", "___check_type_id", "___check_obj_id",
                 "utils_device", "device", "int", "float", "bool", "len", "abs", "min", "max", "round"}
 
 
@@ -321,7 +322,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
             for part, text in zip(code_parts, verbose):
                 shape_names |= _names(part)
                 tail.append((f"({part})", text.split("#")[0].strip()))
-    unknown = shape_names - _SHAPE_NAMES - _sympy_names()
+    unknown = shape_names - SHAPE_NAMES - _sympy_names()
     if unknown:
         raise NotLean(f"shape guards use {sorted(unknown)}")
 

@@ -87,10 +87,7 @@ def installed(text: str, meta: dict[str, Any], artifact_path: str, *,
     _refuse_installed_here(meta, allow_serve_time_compiles)
     ns = _exec(text, artifact_path)
     _refuse_live_entries(ns, str(meta.get("FN_NAME")))
-    if meta.get("DYNAMO_FREE"):
-        fn = ns["_pc_lean_install"]()
-    else:
-        fn, _package = ns["_pc_install"]()
+    fn = ns["_pc_install"]()
     if "torch._dynamo" in sys.modules or allow_serve_time_compiles:
         _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
     from .installed import InstalledRunnable

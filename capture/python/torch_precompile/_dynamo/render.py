@@ -10,7 +10,6 @@ cache bundle as acceleration.
 from __future__ import annotations
 
 import base64
-import os
 import pickle
 import platform
 import zlib
@@ -21,8 +20,8 @@ from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from . import frames as _frames
 from . import guards as _guards
+from .driver import source as driver_source
 
-_DRIVER = os.path.join(os.path.dirname(__file__), "driver.py")
 _SEP = "# " + "=" * 76 + "\n"
 
 _HEADER = '''\
@@ -163,6 +162,8 @@ def readable_graphs(payloads: dict[str, Any]) -> str:
 def lean_sources(lean: Any) -> str:
     """The readable part of a Dynamo-free artifact: every variant's guards as
     checks and every compiled graph as a program."""
+    from .lean_guards import SHAPE_NAMES
+
     out = [_SEP, "# Guards, as checks: make(K, GS, TG) returns (check, explain) for one variant.\n",
            "# K: the objects compared against (GUARD_CONSTS recipes, resolved at load);\n",
            "# GS: the global-state guard (grad mode, autocast, default dtype, ...); TG: one C++\n",
@@ -172,7 +173,9 @@ def lean_sources(lean: Any) -> str:
     for name, prog in lean.guards.items():
         out.append(prog.source.replace("def make(", f"def {name}(", 1) + "\n\n")
         specs[name] = {"consts": prog.consts.recipes, "tensors": prog.tensors,
-                       "global_state": prog.global_state, "shape_names": sorted(prog.shape_names)}
+                       "global_state": prog.global_state,
+                       # a name beyond the checks' own (lean_guards.SHAPE_NAMES): sympy's
+                       "sympy": bool(prog.shape_names - SHAPE_NAMES)}
     out.append(f"_GUARD_SPECS = {specs!r}\n\n")
     return "".join(out) + graph_sources(lean.programs)
 
@@ -235,7 +238,9 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
             meta["GRAPHS_AS_PROGRAMS_REFUSED"] = str(e)
     if mode == "installed":
         meta["GRAPHS_AS_PROGRAMS"] = lean is not None or programs is not None
-    sections = [("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments")]
+    sections = []
+    if mode == "standalone":  # installed: the live function has its defaults
+        sections.append(("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments"))
     if lean is not None:
         sections.append(("_FRAMES", lean.frames, "frame records"))
         if mode == "installed":
@@ -246,12 +251,12 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     else:
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
     sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
-    sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
-    sections.append(("_SLOT_SPELLING", list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"))
+    if lean is None:  # read by the driver's dynamo_state part
+        sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
+        sections.append(("_SLOT_SPELLING", list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"))
     if lean is None and programs is None:
         sections.append(("_BACKENDS", payloads, "compiled graphs"))
-    with open(_DRIVER, encoding="utf-8") as f:
-        driver = f.read()
+    driver = driver_source(mode, dynamo_free=lean is not None, graph_programs=programs is not None)
     program = "".join(f"{name} = {_blob(value, what)}\n" for name, value, what in sections)
     head = (
         _HEADER.format(backend=session.backend, mode_note=_MODE_NOTES[mode])
@@ -260,17 +265,17 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     )
     if programs is not None:
         code = (head + graph_sources(programs) + _SEP
-                + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form -- the\n"
-                + "# entry's defaults and Dynamo's package entry (code objects, serialized guard\n"
-                + "# trees, transformed bytecode), installed onto the live code objects; the\n"
-                + "# graphs they call are the programs above.\n" + _SEP + program + "\n" + driver
+                + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form --\n"
+                + "# Dynamo's package entry (code objects, serialized guard trees, transformed\n"
+                + "# bytecode), installed onto the live code objects; the graphs they call are\n"
+                + "# the programs above.\n" + _SEP + program + "\n" + driver
                 ).encode("utf-8")
     elif lean is not None:
         code = (head + lean_sources(lean) + _SEP
-                + "# OPAQUE: zlib'd base64 pickles with no source form -- the entry's defaults and\n"
-                + "# the frames: each frame's code object and each variant's transformed bytecode\n"
-                + "# (marshal data; they are Python-version-locked). The guards and graphs they\n"
-                + "# call are the source above.\n" + _SEP + program + "\n" + driver).encode("utf-8")
+                + "# OPAQUE: zlib'd base64 pickles with no source form -- the entry's defaults\n"
+                + "# (standalone) and the frames: each frame's code object and each variant's\n"
+                + "# transformed bytecode (marshal data; they are Python-version-locked). The\n"
+                + "# guards and graphs they call are the source above.\n" + _SEP + program + "\n" + driver).encode("utf-8")
     else:
         graphs = readable_graphs(payloads)
         if graphs:
@@ -279,8 +284,8 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         code = (
             head + graphs + _SEP
             + "# OPAQUE: zlib'd base64 pickles of Dynamo state with no source form --\n"
-            + "# the entry's defaults, the frames (code objects, serialized guard trees,\n"
-            + "# transformed bytecode) and the compiled graphs ("
+            + "# the entry's defaults (standalone), the frames (code objects, serialized\n"
+            + "# guard trees, transformed bytecode) and the compiled graphs ("
             + ("fx GraphModules" if session.backend == "eager" else "AOTAutograd + Inductor bundles")
             + ").\n# FRAMES and SUMMARY above describe what is in here"
             + ("" if why is None else "; DYNAMO_FREE_REFUSED says why serving needs Dynamo")

@@ -164,7 +164,7 @@ class Session:
                   self._watching_recompile_limit(), self._watching_eager_frames()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
-            if isinstance(e, AssertionError) and self.fatal_bypass is not None:
+            if self.fatal_bypass is not None and _compat.killed_by_bypass(e):
                 where, reason = self.fatal_bypass
                 e = PrecompileError(
                     f"capture: Dynamo could not package the frame {where} of "
@@ -266,10 +266,7 @@ class Session:
 
         from .guards import frame_key
 
-        real = getattr(convert_frame, "format_error_msg", None)
-        if real is None:  # not found: such frames stay gaps (refused at write)
-            yield
-            return
+        real = convert_frame.format_error_msg
 
         def format_error_msg(exc: Any, code: Any, *args: Any, **kwargs: Any) -> Any:
             if isinstance(exc, (Unsupported, UserError)):

@@ -43,7 +43,7 @@ def _can_launch() -> bool:
     torch.compile site's capture enters its block once per call."""
     import torch
 
-    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return torch.cuda.is_available() or torch.xpu.is_available()
 
 
 def bring_back(saved: Saved) -> None:

@@ -137,7 +137,7 @@ def _literal(value: Any) -> str | None:
 def _leaves(t: Traced, backend: str, consts: _Consts) -> list[str]:
     user = [i for i in range(t.num_args) if i not in t.module_trees]
     spec = t.in_spec
-    kids = spec.children() if hasattr(spec, "children") else spec.children_specs
+    kids = spec.children()
     flat = (spec.type is tuple and spec.num_children == len(user)
             and all(c.is_leaf() for c in kids) and len(t.user_leaves) == len(user))
     if not flat:

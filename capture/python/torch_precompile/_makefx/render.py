@@ -12,6 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import _artifact
+from .._compat.lowering import compile_to_python
 from .._errors import PrecompileError
 from .._kernels import serve_imports
 from . import checks
@@ -168,14 +169,13 @@ def _direct_ops(body: str) -> tuple[str, str]:
 
 def inductor_program(t: Traced) -> tuple[str, bytes | None]:
     """AOTAutograd + Inductor into one self-contained module exposing ``call``."""
-    try:
-        from torch._functorch._aot_autograd.to_standalone_python import compile_to_python
-    except ImportError:
+    lower = compile_to_python()
+    if lower is None:
         raise PrecompileError(
             f"capture: MakeFxTracer with backend='inductor' needs torch's standalone AOTAutograd "
             f"+ Inductor lowering (torch._functorch._aot_autograd.to_standalone_python), which "
             f"torch {torch.__version__} does not have; use backend='eager', or DynamoTracer"
-        ) from None
+        )
     from torch._inductor.exc import InductorError
     from torch._inductor.standalone_compile import NoRunnableInductorModuleError
 
@@ -183,7 +183,7 @@ def inductor_program(t: Traced) -> tuple[str, bytes | None]:
     if t.dynamic:
         options["scalar_asserts"] = True
     try:
-        program, bundle = compile_to_python(t.gm, t.example_inputs, options=options)
+        program, bundle = lower(t.gm, t.example_inputs, options=options)
     except NoRunnableInductorModuleError as e:
         raise PrecompileError(
             "capture: the inductor backend has nothing to lower (fn returns its inputs "

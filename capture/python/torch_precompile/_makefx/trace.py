@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
 
+from .._compat.makefx import refuses_unbacked_inputs
 from .._errors import PrecompileError
 from . import lifting
 from .unbacked import fakeify, read_marks, refuse_unsupported_marks
@@ -185,7 +186,9 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                     "the mark on that dim, or make the computation size-agnostic."
                 ) from e
             except RuntimeError as e:
-                if "with symbolic sizes" not in str(e):
+                # a storage read (data_ptr(), .storage(), a C++ op) or .numpy(), which
+                # refuses the trace's tensors as subclasses
+                if not any(t in str(e) for t in ("with symbolic sizes", "not supported for tensor subclasses")):
                     raise
                 raise PrecompileError(
                     "capture: fn reads a tensor's storage (data_ptr(), numpy(), .storage() "
@@ -194,15 +197,13 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                     "Move that read out of fn, or drop the mark_unbacked marks"
                 ) from None
             except AssertionError as e:
-                # torch 2.11 fails a storage read in the symbolic trace with
-                # a bare assertion of its proxy tracer rather than the error above.
+                if not refuses_unbacked_inputs(e):
+                    raise
                 raise PrecompileError(
-                    f"capture: the symbolic trace of mark_unbacked dims failed inside torch "
-                    f"({type(e).__name__}: {e}); on torch {torch.__version__} this is what "
-                    "happens when fn reads a tensor's storage (data_ptr(), numpy(), "
-                    ".storage() or a C++ op that needs concrete sizes), which a trace of "
-                    "unknown sizes cannot do. Move that read out of fn, or drop the "
-                    "mark_unbacked marks"
+                    f"capture: the symbolic trace of torch {torch.__version__} cannot take an "
+                    "input with mark_unbacked dims, whatever fn does (its proxy tracer fails "
+                    f"binding them: {type(e).__name__}: {e}). Drop the mark_unbacked marks, "
+                    "or capture on torch 2.15"
                 ) from None
         else:
             example_inputs = real_flat

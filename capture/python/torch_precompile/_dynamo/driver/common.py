@@ -1,0 +1,186 @@
+# ---------------------------------------------------------------------------
+# Driver: rebuild the captured frames and serve them. Joined from parts of
+# torch_precompile/_dynamo/driver/ by the renderer, each part only where this
+# artifact's mode needs it; they read the metadata constants and the opaque
+# sections above, and each part uses only the parts joined before it:
+#
+#   common         decoding, imports, seeding module globals, this host's state
+#   pins           the bindings a frame's guards could not check (Dynamo-free
+#                  and standalone): registry entries, configs, process groups
+#   graph_programs the compiled graphs from their programs (_GRAPHS)
+#   lean_checks    Dynamo-free frames: marshal'd code, generated guard checks
+#     or
+#   dynamo_state   frames through Dynamo's serialized guard state and payloads
+#   _compat part   the torch differences the parts above meet
+#   standalone | installed_lean | installed_dynamo: the serving mode, which
+#                  defines forward(), _pc_install() (installed) and
+#                  _pc_seeded_scopes()
+#
+# A frames part (lean_checks, dynamo_state) defines _pc_code(blob),
+# _pc_graphs() and _pc_variants(frame, target, scope) -> [(check, explain,
+# transformed code)]: what the serving parts build a frame from.
+# ---------------------------------------------------------------------------
+import base64 as _base64
+import functools as _functools
+import hashlib as _hashlib
+import importlib as _importlib
+import inspect as _inspect
+import marshal as _marshal
+import os as _os
+import pickle as _pickle
+import sys as _sys
+import types as _types
+import zlib as _zlib
+
+import torch as _torch
+
+try:  # the shared error type when torch_precompile is installed; a local one otherwise
+    from torch_precompile import PrecompileError as _PrecompileError
+except ImportError:  # pragma: no cover - the artifact run on its own
+    class _PrecompileError(RuntimeError):
+        pass
+
+
+def _pc_fail(message):
+    raise _PrecompileError(f"precompiled {FN_NAME}: {message}")
+
+
+def _pc_unpack(blob):
+    return _pickle.loads(_zlib.decompress(_base64.b64decode(blob)))
+
+
+# Unpacked once; every frame reads them.
+_PC_MINTED = _pc_unpack(_MINTED)
+
+
+def _pc_check_build():
+    # Serialized code objects are Python-version-locked and the guard state
+    # torch-build-locked: refuse rather than run foreign bytecode.
+    here = "%d.%d" % _sys.version_info[:2]
+    if PYTHON_VERSION.rsplit(".", 1)[0] != here:
+        _pc_fail(f"captured on Python {PYTHON_VERSION}, this is {here}; its code objects "
+                 "are version-locked: capture again under this Python")
+    if TORCH_VERSION != _torch.__version__:
+        _pc_fail(f"captured with torch {TORCH_VERSION}, this is {_torch.__version__}; its "
+                 "guard state is build-locked: capture again under this torch")
+
+
+def _pc_import(name):
+    if name == "__main__":
+        main, script = _sys.modules.get("__main__"), globals().get("MAIN_SCRIPT")
+        here = getattr(main, "__file__", None)
+        here = _os.path.realpath(here) if isinstance(here, str) else None
+        if script is None or here != script:
+            _pc_fail(f"captured from a function defined in the script {script or '(none)'} "
+                     f"run as __main__, and this process's __main__ is "
+                     f"{here or 'not a script'}; serve it from a run of that script")
+        return main
+    try:
+        return _importlib.import_module(name)
+    except ImportError as e:
+        _pc_fail(f"the captured module {name!r} is not importable here ({e}); serve with "
+                 "the captured code on sys.path")
+
+
+def _pc_seed(scope, name, value):
+    # A compile of this module collected later must not delete our binding
+    # (only Dynamo, if this process has imported it, installs such hooks).
+    if "torch._dynamo.utils" in _sys.modules:
+        _pc_disown(_sys.modules["torch._dynamo.utils"].CleanupHook, scope, name)
+    scope[name] = value
+
+
+def _pc_seed_frame(frame, scope):
+    """Bind a frame's import aliases in its module; an alias of one of Dynamo's
+    own modules (renamed _pc_lazy* by a Dynamo-free capture) imports on first use."""
+    for alias, module_name in frame["imports"].items():
+        lazy = alias.startswith("_pc_lazy")
+        _pc_seed(scope, alias, _PcLazyModule(module_name) if lazy else _pc_import(module_name))
+
+
+def _pc_seed_builtins(scope, key, module_name):
+    """Bind the builtins dict under the key a variant's guards read it through."""
+    if scope.get(key, _pc_builtins(scope)) is not _pc_builtins(scope):
+        _pc_fail(f"{key!r} in module {module_name!r} is bound to something "
+                 "other than the builtins dict the guards read through")
+    _pc_seed(scope, key, _pc_builtins(scope))
+
+
+def _pc_minted(module_name, scope):
+    # Values Dynamo bound by id (e.g. ___module_collections_<id>_c0): the
+    # package does not record them, so the capture wrote a recipe for each.
+    for name, recipe in _PC_MINTED.get(module_name, {}).items():
+        _pc_seed(scope, name, _pc_make(recipe, f"the global {name!r} of module {module_name!r}"))
+
+
+def _pc_make(recipe, what):
+    """The object a capture-time recipe names: ("module", name), ("globals",
+    module), ("attr", module, qualname) or ("device", str)."""
+    try:
+        if recipe[0] == "device":
+            return _torch.device(recipe[1])
+        value = _importlib.import_module(recipe[1])
+        if recipe[0] == "globals":
+            value = vars(value)
+        elif recipe[0] == "attr":
+            for part in recipe[2].split("."):
+                value = getattr(value, part)
+    except (ImportError, AttributeError) as e:
+        _pc_fail(f"cannot re-create {what} from {recipe!r} ({e}); serve with the captured "
+                 "packages installed")
+    return value
+
+
+def _pc_no_variant(kind):
+    """Why the artifact holds no variant of a frame of this kind."""
+    if kind == "bypassed":
+        return ("was bypassed at capture (its guards could not be serialized or a backend "
+                "was missing), so the artifact holds no variant of it")
+    return ("ended with no guarded code at capture (Dynamo gave up on it), so the artifact "
+            "holds no variant of it")
+
+
+def _pc_failed_variants(explains, f_locals):
+    """The guards each variant failed on these locals, for a refusal."""
+    return " | ".join(f"variant {i}: " + " ".join(str(explain(f_locals) or "<guard failed>").split())
+                      for i, explain in enumerate(explains))
+
+
+def _pc_builtins(scope):
+    b = scope["__builtins__"]
+    return b if isinstance(b, dict) else b.__dict__
+
+
+def _pc_on_this_host(global_state):
+    """A GLOBAL_STATE guard's recorded state (JSON) with this host's thread count:
+    the count describes the host (a torchrun worker gets 1), not the computation."""
+    import json as _json
+
+    fields = _json.loads(global_state)
+    if "num_threads" in fields:
+        fields["num_threads"] = _torch.get_num_threads()
+    return _json.dumps(fields)
+
+
+class _PcLazyModule:
+    """An import alias of one of Dynamo's own modules: the transformed bytecode
+    loads it around each graph call but reads it only while a profiler runs, so
+    the import waits for that first attribute read."""
+
+    def __init__(self, name):
+        self._pc_name = name
+
+    def __getattr__(self, attr):
+        return getattr(_importlib.import_module(self._pc_name), attr)
+
+
+def _pc_entry_function():
+    """The captured function as the serving process defines it."""
+    fn = _pc_import(FN_MODULE)
+    for part in FN_QUALNAME.split("."):
+        fn = getattr(fn, part, None)
+    while getattr(fn, "__precompile_site__", False):  # @torch.compile's wrapper under fn's name
+        fn = fn.__wrapped__
+    if not isinstance(fn, _types.FunctionType):
+        _pc_fail(f"{FN_MODULE}.{FN_QUALNAME} is not a function in the serving process")
+    return fn

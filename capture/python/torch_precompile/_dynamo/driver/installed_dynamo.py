@@ -1,0 +1,85 @@
+# --- installed_dynamo (SERVING_MODE = "installed", not Dynamo-free) ---
+# The captured entries are loaded onto the live code objects through
+# torch._dynamo.package, and the frame evaluator serves them;
+# torch_precompile.load() wraps the calls.
+
+class _PcBackend:
+    """What torch._dynamo.package.CompilePackage.install wants of a backend."""
+
+    def __init__(self, kind, payload):
+        self._kind, self._payload = kind, payload
+
+    def after_deserialization(self):
+        return self._payload.after_deserialization() if self._kind == "aot" else self._payload
+
+
+def _pc_backends():
+    """What the package installs as each compiled graph: its program where the
+    artifact holds programs (GRAPHS_AS_PROGRAMS), else Dynamo's backend payload."""
+    if GRAPHS_AS_PROGRAMS:
+        return {bid: _PcBackend("fn", fn) for bid, fn in _pc_program_graphs().items()}
+    return {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
+
+
+def _pc_install():
+    """Install the captured entries onto the live code objects through Dynamo's
+    package, each variant's guard state read as this artifact serves it
+    (_pc_read_state); returns the live fn."""
+    import torch._dynamo.package as _package
+
+    _pc_check_build()
+    fn = _pc_entry_function()
+    cache_entry = _pc_unpack(_PACKAGE)
+    backends = _pc_backends()
+    try:
+        for module_name in _PC_MINTED:
+            _pc_minted(module_name, vars(_pc_import(module_name)))
+        package = _package.CompilePackage(fn, cache_entry)
+        load_state = _package.load_guards_state
+        _package.load_guards_state = lambda blob: _pc_read_state(blob, load_state)
+        try:
+            with _pc_captured_values():
+                package.install(backends)
+        finally:
+            _package.load_guards_state = load_state
+    except _PrecompileError:
+        raise
+    except Exception as e:
+        _pc_fail(f"cannot install onto this process: {type(e).__name__}: {e}. A captured "
+                 "source may have changed since capture; capture again")
+    return fn
+
+
+def _pc_install_targets():
+    """The live code objects _pc_install() would load entries onto."""
+    from torch._dynamo.package import _lookup_code
+
+    codes = [_pc_entry_function().__code__]
+    for code in _pc_unpack(_PACKAGE).codes[1:]:
+        if not code.install_to_global and not code.bypassed:
+            try:
+                codes.append(_lookup_code(code))
+            except Exception as e:
+                _pc_fail(f"cannot find the captured frame {code.python_code.co_name!r} in "
+                         f"module {code.python_module!r} ({e}); capture again")
+    return codes
+
+
+def _pc_seeded_scopes():
+    """The module dicts this artifact seeds Dynamo-minted names into, once loaded
+    (torch_precompile.load() keeps later compiles in the process off those names)."""
+    names = {FN_MODULE, *(code.python_module for code in _pc_unpack(_PACKAGE).codes)}
+    return [vars(_pc_import(name)) for name in sorted(names | set(_PC_MINTED))]
+
+
+_pc_served = None
+
+
+def forward(*args, **kwargs):
+    # Run alone, an installed artifact installs on first call, serves its
+    # entries and runs any other call eagerly; torch_precompile.load()
+    # refuses such calls instead.
+    global _pc_served
+    if _pc_served is None:
+        _pc_served = _pc_install()
+    return _torch._dynamo.run(_pc_served)(*args, **kwargs)

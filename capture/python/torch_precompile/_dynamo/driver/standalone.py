@@ -1,0 +1,197 @@
+# --- standalone (SERVING_MODE = "standalone") ---
+# Nothing is installed and no frame evaluator is involved. Each frame becomes a
+# dispatcher that checks its variants' guards against the call's locals and runs
+# the first variant that matches; a continuation is reached the way Dynamo emits
+# it, by LOAD_GLOBAL on its resume name in the module it was compiled in, so
+# binding the dispatcher under that name is all the graph-break wiring needed.
+# The only names bound into a module are ones Dynamo minted while tracing (resume
+# functions, compiled graphs, import aliases, the builtins dict key). A call no
+# variant covers RAISES: there is no compiler behind a source artifact.
+
+def _pc_bind(signature, code, args, kwargs):
+    """The frame's locals as Python would bind this call (defaults applied)."""
+    if (not kwargs and len(args) == code.co_argcount and not code.co_kwonlyargcount
+            and not code.co_flags & 0x0C):  # CO_VARARGS | CO_VARKEYWORDS
+        # Every parameter passed by position and nothing to default: Python's own
+        # binding is the zip, and inspect's would cost more than the guards.
+        return dict(zip(code.co_varnames, args))
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        _pc_fail(f"{code.co_name}() cannot take these arguments: {e}")
+    bound.apply_defaults()
+    f_locals = dict(bound.arguments)
+    # inspect spells a comprehension's ".0" as "implicit0"; guards use the bytecode name
+    for name in code.co_varnames[: code.co_argcount]:
+        if name.startswith("."):
+            f_locals[name] = f_locals.pop("implicit" + name[1:])
+    return f_locals
+
+
+class _PcStandalone:
+    """The artifact's frames as dispatchers. Resume names come from a per-process
+    counter, so another artifact or a live compile may hold the same one; the tag
+    tells this artifact's apart."""
+
+    def __init__(self):
+        _pc_check_build()
+        self.frames = _pc_unpack(_FRAMES)
+        self.binding = _pc_unpack(_ENTRY_BINDING)
+        self.graphs = _pc_graphs()
+        graphs_text = repr(globals().get("_GRAPHS")) + globals().get("_BACKENDS", "")
+        self.tag = _hashlib.sha256((_FRAMES + graphs_text).encode()).hexdigest()[:16]
+        self.scopes = {}
+
+    def refuse_held_names(self):
+        """Refuse before seeding anything: a resume name held by anything but this
+        artifact (the live compile that captured it, another artifact, a user
+        binding) would be repointed under the frame that LOAD_GLOBALs it."""
+        for frame in self.frames:
+            module = vars(_pc_import(frame["module"]))
+            for name in frame["resume_names"]:
+                held = module.get(name)
+                other = getattr(held, "__precompile_artifact__", None)
+                if held is not None and other != self.tag:
+                    _pc_fail(
+                        f"{name!r} in module {frame['module']!r} is already bound "
+                        + (f"by another loaded artifact ({other})" if other else
+                           "(a live torch.compile of the captured function, e.g. the capture "
+                           "that produced this artifact, mints the same continuation names)")
+                        + "; load the artifact in a fresh process"
+                    )
+
+    def scope_of(self, frame):
+        """The frame's module globals, seeded with what its bytecode loads."""
+        scope = self.scopes.get(frame["module"])
+        if scope is None:
+            scope = self.scopes[frame["module"]] = vars(_pc_import(frame["module"]))
+            for backend_id, fn in self.graphs.items():
+                _pc_seed(scope, backend_id, fn)
+            _pc_minted(frame["module"], scope)
+        _pc_seed_frame(frame, scope)
+        return scope
+
+    def dispatcher(self, frame):
+        """What serves the frame: its code as a function (plain), a refusal (no
+        variant), or a dispatcher over its variants (compiled)."""
+        target = _pc_code(frame["code"])
+        kind = frame["kind"]
+        if kind == "plain":
+            scope = self.scope_of(frame)
+            if target.co_freevars:
+                return lambda closure: _types.FunctionType(target, scope, target.co_name, None, closure)
+            return _types.FunctionType(target, scope, target.co_name)
+        if kind != "compiled":
+            message = f"the captured frame {target.co_name!r} {_pc_no_variant(kind)}; capture again"
+            if frame["entry"]:
+                _pc_fail(message)
+
+            def refuse(*_args, **_kwargs):
+                _pc_fail(message)
+            return refuse
+        return _PcFrame(frame, target, self.scope_of(frame),
+                        self.binding if frame["entry"] else None).dispatcher()
+
+    def entry(self):
+        """Bind every continuation under its resume names; returns the entry's dispatcher."""
+        self.refuse_held_names()
+        entry = None
+        for frame in self.frames:
+            d = self.dispatcher(frame)
+            if frame["entry"]:
+                entry = d
+                continue
+            d.__precompile_artifact__ = self.tag
+            scope = vars(_pc_import(frame["module"]))
+            for name in frame["resume_names"]:
+                _pc_seed(scope, name, d)
+        return entry
+
+
+class _PcFrame:
+    """One compiled frame: its variants, tried in capture order against the
+    call's locals; the first whose guards pass runs. A call none covers RAISES."""
+
+    def __init__(self, frame, target, scope, binding):
+        self.frame, self.target, self.scope = frame, target, scope
+        self.defaults = binding["defaults"] if binding else None
+        self.kwdefaults = binding["kwdefaults"] if binding else None
+        self.variants = _pc_variants(frame, target, scope)
+        # the global-state guards were built on this thread count (_pc_on_this_host)
+        self.threads = _torch.get_num_threads()
+        cells = tuple(_types.CellType() for _ in target.co_freevars) or None
+        self.signature = _inspect.signature(self.function(target, cells))
+        self.pinned = _pc_pins(frame, scope)
+
+    def function(self, code, closure):
+        f = _types.FunctionType(code, self.scope, self.target.co_name, self.defaults, closure)
+        if self.kwdefaults:
+            f.__kwdefaults__ = dict(self.kwdefaults)
+        return f
+
+    def bind(self, closure):
+        return [(check, self.function(body, closure)) for check, _explain, body in self.variants]
+
+    def missed(self, bound, closure, args, kwargs, f_locals):
+        """No variant covered the call: rebuild the checks if the thread count
+        moved since they were built for it, else refuse naming the failed guards."""
+        if _torch.get_num_threads() != self.threads:
+            self.threads = _torch.get_num_threads()
+            self.variants = _pc_variants(self.frame, self.target, self.scope)
+            bound[:] = self.bind(closure)
+            return self.call(bound, closure, args, kwargs)
+        _pc_fail(
+            f"no captured variant of {self.target.co_name!r} covers this call "
+            f"({len(bound)} captured); failed guards: "
+            + _pc_failed_variants([explain for _check, explain, _body in self.variants], f_locals)
+            + ". The artifact serves only what the capture exercised: capture a call "
+            "like this one too."
+        )
+
+    def dispatcher(self):
+        # the per-call path reads locals of this closure, not attributes
+        target, signature, pinned, missed = self.target, self.signature, self.pinned, self.missed
+        freevars = target.co_freevars
+
+        def call(bound, closure, args, kwargs):
+            f_locals = {}
+            for name, cell in zip(freevars, closure or ()):
+                try:
+                    f_locals[name] = cell.cell_contents
+                except ValueError:
+                    pass  # unbound at the break, as in a real frame's locals
+            f_locals.update(_pc_bind(signature, target, args, kwargs))
+            if pinned is not None:
+                pinned(f_locals)
+            # A tag-safe root's fast path can refuse once without running its
+            # tree and disarm itself, so a miss is checked a second time.
+            for _ in range(2):
+                for check, fn in bound:
+                    if check(f_locals):
+                        return fn(*args, **kwargs)
+            return missed(bound, closure, args, kwargs, f_locals)
+        self.call = call
+
+        if freevars:
+            # Dynamo binds a continuation that closes over locals as a factory
+            # taking the closure tuple; the frame ahead of it passes one.
+            def factory(closure):
+                bound = self.bind(closure)
+                return lambda *args, **kwargs: call(bound, closure, args, kwargs)
+            return factory
+        bound = self.bind(None)
+
+        def dispatch(*args, **kwargs):
+            return call(bound, None, args, kwargs)
+        dispatch.__name__ = target.co_name
+        return dispatch
+
+
+def _pc_seeded_scopes():
+    """The module dicts this artifact seeds Dynamo-minted names into, once loaded
+    (torch_precompile.load() keeps later compiles in the process off those names)."""
+    names = {frame["module"] for frame in _pc_unpack(_FRAMES)}
+    return [vars(_pc_import(name)) for name in sorted(names | set(_PC_MINTED))]
+
+
+forward = _PcStandalone().entry()
