@@ -174,6 +174,32 @@ class _PcLazyModule:
         return getattr(_importlib.import_module(self._pc_name), attr)
 
 
+def _pc_module_scopes(names):
+    """The module dicts of ``names`` and of every module a minted global is bound
+    in: what the artifact seeds names into once loaded (torch_precompile.load()
+    keeps later compiles in the process off those names)."""
+    return [vars(_pc_import(name)) for name in sorted(set(names) | set(_PC_MINTED))]
+
+
+def _pc_installed_forward():
+    """forward() of an installed artifact run alone (torch_precompile.load() wraps
+    the calls instead): installs on the first call, then runs each call with the
+    evaluator in run-only mode, so the entries serve and any other call runs as is."""
+    served = []
+
+    def forward(*args, **kwargs):
+        if not served:
+            served.append(_pc_install())
+        from torch._C._dynamo.eval_frame import set_eval_frame
+
+        prior = set_eval_frame(False)
+        try:
+            return served[0](*args, **kwargs)
+        finally:
+            set_eval_frame(prior)
+    return forward
+
+
 def _pc_entry_function():
     """The captured function as the serving process defines it."""
     fn = _pc_import(FN_MODULE)

@@ -66,20 +66,7 @@ def _pc_install_targets():
 
 
 def _pc_seeded_scopes():
-    """The module dicts this artifact seeds Dynamo-minted names into, once loaded
-    (torch_precompile.load() keeps later compiles in the process off those names)."""
-    names = {FN_MODULE, *(code.python_module for code in _pc_unpack(_PACKAGE).codes)}
-    return [vars(_pc_import(name)) for name in sorted(names | set(_PC_MINTED))]
+    return _pc_module_scopes({FN_MODULE, *(code.python_module for code in _pc_unpack(_PACKAGE).codes)})
 
 
-_pc_served = None
-
-
-def forward(*args, **kwargs):
-    # Run alone, an installed artifact installs on first call, serves its
-    # entries and runs any other call eagerly; torch_precompile.load()
-    # refuses such calls instead.
-    global _pc_served
-    if _pc_served is None:
-        _pc_served = _pc_install()
-    return _torch._dynamo.run(_pc_served)(*args, **kwargs)
+forward = _pc_installed_forward()

@@ -198,26 +198,7 @@ def _pc_install_targets():
 
 
 def _pc_seeded_scopes():
-    """The module dicts this artifact seeds Dynamo-minted names into, once loaded
-    (torch_precompile.load() keeps later compiles in the process off those names)."""
-    names = {frame["module"] for frame in _pc_unpack(_FRAMES)}
-    return [vars(_pc_import(name)) for name in sorted(names | set(_PC_MINTED))]
+    return _pc_module_scopes(frame["module"] for frame in _pc_unpack(_FRAMES))
 
 
-_pc_served = None
-
-
-def forward(*args, **kwargs):
-    # Run alone, an installed artifact installs on first call, serves its
-    # entries and runs any other call eagerly; torch_precompile.load()
-    # refuses such calls instead.
-    global _pc_served
-    if _pc_served is None:
-        _pc_served = _pc_install()
-    from torch._C._dynamo.eval_frame import set_eval_frame
-
-    prior = set_eval_frame(False)  # run only: entries serve, anything else runs as is
-    try:
-        return _pc_served(*args, **kwargs)
-    finally:
-        set_eval_frame(prior)
+forward = _pc_installed_forward()

@@ -188,10 +188,7 @@ class _PcFrame:
 
 
 def _pc_seeded_scopes():
-    """The module dicts this artifact seeds Dynamo-minted names into, once loaded
-    (torch_precompile.load() keeps later compiles in the process off those names)."""
-    names = {frame["module"] for frame in _pc_unpack(_FRAMES)}
-    return [vars(_pc_import(name)) for name in sorted(names | set(_PC_MINTED))]
+    return _pc_module_scopes(frame["module"] for frame in _pc_unpack(_FRAMES))
 
 
 forward = _PcStandalone().entry()
