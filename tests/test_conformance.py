@@ -94,7 +94,7 @@ def reads_numpy(x):
 def numpy_read():
     x = torch.ones(4, 3)
     mark_unbacked(x, 0)
-    capture(reads_numpy, x, "numpy")
+    capture(reads_numpy, x, "numpy", "inductor")   # refused before any lowering
 print("NUMPY |", refused(numpy_read))
 def unbacked_in_trace():
     from torch.fx.experimental.symbolic_shapes import ShapeEnv

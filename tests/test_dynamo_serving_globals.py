@@ -218,7 +218,7 @@ def test_a_bypassed_frame_that_compiled_nothing_is_served_as_plain_python() -> N
 
     def code(name: str, line: int, **kw):
         fields = dict(bypassed=True, backend_ids=[], guarded_codes=[], has_compile_id=True,
-                      python_module="m", function_names=[], install_to_global=False, import_sources={})
+                      python_module="m", function_names=[], code_source=None, install_to_global=False, import_sources={})
         fields.update(kw)
         return SimpleNamespace(python_code=SimpleNamespace(co_name=name, co_filename="m.py", co_firstlineno=line),
                                **fields)
