@@ -132,6 +132,7 @@ def preexisting_param_grad_capture_succeeds() -> None:
         m(x).sum().backward(); before = m.weight.grad.clone()
         art = makefx(lambda model, xx: model(xx).sum().backward(), m, x)
         print("RESTORED", close(m.weight.grad, before))
+        x = torch.randn(5, 4)                       # makefx perturbed m after the capture: other weights too
         run = torch.nn.Linear(4, 3); run.load_state_dict(m.state_dict()); art.load()(run, x)
         ref = torch.nn.Linear(4, 3); ref.load_state_dict(m.state_dict()); ref(x).sum().backward()
         print("GRADS", all(close(p.grad, q.grad) for p, q in zip(run.parameters(), ref.parameters())))

@@ -4,12 +4,17 @@ The DynamoTracer cases need their captured functions to be module-level
 functions of an importable module, so they live here; the fresh interpreters
 the tests start put this directory on sys.path. The helpers at the bottom run
 the cases of one child script and print one ``NAME | result`` line per case,
-which the parent test asserts on.
+which the parent test asserts on. ``makefx`` and ``dynamo`` perturb the modules
+they captured once the capture is written (``perturb``), so later serves run on
+other weights than the capture's.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import functools
+import importlib
 import itertools
 import os
 import sys
@@ -296,19 +301,79 @@ def paths(name: str | None = None) -> tuple[str, str]:
     return os.path.join(OUT, f"{name}.py"), os.path.join(OUT, f"{name}.cache")
 
 
+_perturbations = itertools.count()
+
+
+def _modules(objs) -> list[nn.Module]:
+    """The nn.Modules among ``objs`` and inside their containers (pytree leaves)."""
+    return [leaf for leaf in _pytree.tree_leaves(list(objs)) if isinstance(leaf, nn.Module)]
+
+
+def perturb(*objs):
+    """Other weights than the capture's: move every floating parameter and floating
+    buffer of every nn.Module among ``objs`` (or inside their lists, tuples and dicts)
+    in place, under no_grad, by seeded noise as large as the values themselves.
+
+    A tensor shared by several modules or names (tied weights) moves once, so ties
+    hold; strides, dtype, device and requires_grad stay; integer buffers
+    (BatchNorm's num_batches_tracked) are left alone. A tensor whose values are all
+    >= 0 and not all 0 (a running variance) is scaled by a positive factor, so it
+    stays a valid one; any other is moved by noise of its mean absolute value (0.1
+    for an all-zero one). The global RNG is not touched. Returns ``objs[0]`` when one
+    object is given, else ``objs``.
+    """
+    g = torch.Generator().manual_seed(1000 + next(_perturbations))
+    seen: set[int] = set()
+    with torch.no_grad():
+        for module in _modules(objs):
+            for t in itertools.chain(module.parameters(), module.buffers()):
+                if id(t) in seen or not t.is_floating_point():
+                    continue
+                seen.add(id(t))
+                _perturb_tensor(t, g)
+    return objs[0] if len(objs) == 1 else objs
+
+
+def _perturb_tensor(t: torch.Tensor, g: torch.Generator) -> None:
+    to_local = getattr(t, "to_local", None)   # a DTensor: its local tensor (an alias under no_grad)
+    local = to_local() if callable(to_local) else t
+    if local.numel() == 0:
+        return
+    noise = torch.randn(local.shape, generator=g, dtype=torch.float64).to(dtype=local.dtype, device=local.device)
+    if bool((local >= 0).all()) and bool((local != 0).any()):
+        local.mul_(torch.exp(noise * 0.5))
+    else:
+        scale = float(local.abs().mean()) or 0.1
+        local.add_(noise * scale)
+
+
+def _perturb_after(args) -> None:
+    """After a capture: every later serve of the case runs on other weights (the
+    comparison with eager uses the same perturbed modules)."""
+    if _modules(args):
+        perturb(*args)
+
+
 def makefx(fn, *args, backend: str = "inductor", decompositions=None, name: str | None = None) -> Art:
-    """One MakeFxTracer capture of ``fn(*args)``: upstream's ``precompile(fn, *args)``."""
+    """One MakeFxTracer capture of ``fn(*args)``: upstream's ``precompile(fn, *args)``.
+
+    Once the capture is written, every module among ``args`` is perturbed (see
+    ``perturb``): a case that serves those modules serves other weights than the
+    capture's, so a weight baked into the artifact cannot pass for a lifted one.
+    """
     import torch_precompile as tp
 
     a, c = paths(name)
     with tp.capture(fn, artifact_path=a, cache_path=c, tracer=tp.MakeFxTracer(decompositions),
                     backend=backend) as cap:
         out = cap(*args)
+    _perturb_after(args)
     return Art(a, c, out)
 
 
 def dynamo(fn, *calls, backend: str = "eager", name: str | None = None, **tracer_kw) -> Art:
-    """One DynamoTracer capture over ``calls`` (each an args tuple or (args, kwargs))."""
+    """One DynamoTracer capture over ``calls`` (each an args tuple or (args, kwargs));
+    the modules among the calls' arguments are perturbed afterwards, as in ``makefx``."""
     import torch_precompile as tp
 
     a, c = paths(name)
@@ -319,7 +384,93 @@ def dynamo(fn, *calls, backend: str = "eager", name: str | None = None, **tracer
                 out = cap(*call[0], **call[1])
             else:
                 out = cap(*call)
+    _perturb_after(calls)
     return Art(a, c, out)
+
+
+# Where Inductor measures to choose (torch 2.15): the runtime autotuner of its Triton
+# kernels (a kernel launched with more than one config and no recorded decision), the
+# coordinate descent tuner, max-autotune's choice selection (every
+# autotune_select_algorithm call goes through AlgorithmSelectorCache.__call__) and the
+# benchmarker they all end in.
+BENCHMARK_SITES = (
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner",
+     ("autotune_to_one_config", "benchmark_all_configs", "bench", "coordinate_descent_tuning")),
+    ("torch._inductor.runtime.coordinate_descent_tuner", "CoordescTuner", ("autotune",)),
+    ("torch._inductor.select_algorithm", "AlgorithmSelectorCache",
+     ("__call__", "benchmark", "benchmark_choices", "benchmark_example_value")),
+)
+
+
+@contextlib.contextmanager
+def count_benchmarks():
+    """Count every call into Inductor's autotuning and benchmarking while open (the
+    counter it yields maps ``Class.method`` to calls; empty means nothing was
+    measured). Each site of BENCHMARK_SITES and every ``benchmark*`` method the
+    Benchmarker classes define is wrapped; the core sites must exist (a renamed one
+    fails loudly instead of counting nothing)."""
+    counts: collections.Counter = collections.Counter()
+    undo = []
+
+    def wrap(cls, name: str) -> None:
+        raw = vars(cls)[name]
+        kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+        fn = raw.__func__ if kind else raw
+        key = f"{cls.__name__}.{name}"
+
+        @functools.wraps(fn)
+        def counted(*a, **k):
+            counts[key] += 1
+            return fn(*a, **k)
+
+        setattr(cls, name, kind(counted) if kind else counted)
+        undo.append((cls, name, raw))
+
+    for module_name, class_name, methods in BENCHMARK_SITES:
+        cls = getattr(importlib.import_module(module_name), class_name)
+        for name in methods:
+            if name in vars(cls):
+                wrap(cls, name)
+    benchmarking = importlib.import_module("torch._inductor.runtime.benchmarking")
+    for cls in [c for c in vars(benchmarking).values()
+                if isinstance(c, type) and issubclass(c, benchmarking.Benchmarker)]:
+        for name, value in list(vars(cls).items()):
+            if name.startswith("benchmark") and callable(value):
+                wrap(cls, name)
+    wrapped = {f"{cls.__name__}.{name}" for cls, name, _ in undo}
+    core = {"CachingAutotuner.benchmark_all_configs", "CachingAutotuner.coordinate_descent_tuning",
+            "AlgorithmSelectorCache.__call__", "Benchmarker.benchmark"}
+    if not core <= wrapped:
+        raise RuntimeError(f"count_benchmarks: torch has no {sorted(core - wrapped)}")
+    try:
+        yield counts
+    finally:
+        for cls, name, raw in reversed(undo):
+            setattr(cls, name, raw)
+
+
+def autotune_cache_states() -> collections.Counter:
+    """How this process's Inductor Triton kernels found their config: ``hit`` (a
+    recorded decision was read), ``miss`` (none: it benchmarks at first launch),
+    ``only 1 config``, ... (CachingAutotuner.autotune_cache_info)."""
+    import gc
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    return collections.Counter(
+        (o.autotune_cache_info or {}).get("autotune_cache_state", "none")
+        for o in gc.get_objects() if issubclass(type(o), CachingAutotuner))
+
+
+def cache_meta(cache: str) -> tuple[dict, collections.Counter]:
+    """(the header's meta, entry count by kind) of a cache file."""
+    import json
+
+    from torch_precompile import _native
+
+    with open(cache, "rb") as f:
+        header, entries = _native.cache_decode(f.read())
+    return json.loads(header).get("meta", {}), collections.Counter(kind for kind, _name, _data in entries)
 
 
 def foreign_cache() -> str:
