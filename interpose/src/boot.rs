@@ -1,41 +1,52 @@
 //! The constructor's work beyond the exec path: the shim's own log, and the
-//! Python boot directory. Allocation and `std::env` are fine here: this runs
-//! once, before `main`, on the loading thread.
+//! Python boot directory. Allocation and `std::env::set_var` are fine here:
+//! this runs once, before `main`, on the loading thread. It runs in every
+//! process of the tree, so the common case (not Python, or the boot directory
+//! already on PYTHONPATH) makes no system call it can avoid and allocates
+//! nothing (a process's first allocation sets up its heap).
 
-use std::ffi::OsString;
+use std::ffi::{CStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use policy::env;
 
-use crate::state::Settings;
+use crate::raw::basename;
+use crate::resolve::{resolve_symlinks, PATH_BUF};
+use crate::state::{Settings, StartEnv};
 
 /// `PRECOMPILE_LOG=<filter>` (`debug`, `info`, `precompile=trace`, …): the
 /// shim's log lines go to stderr (see [`crate::log`]). Unset: nothing.
-pub fn logging() {
-    let Some(spec) = std::env::var_os(env::LOG) else {
+pub fn logging(start: &StartEnv<'_>) {
+    let Some(spec) = start.get(env::LOG) else {
         return;
     };
-    crate::log::install(&spec.to_string_lossy());
+    crate::log::install(&String::from_utf8_lossy(spec));
 }
 
 /// In a Python process whose `<libdir>/boot` exists, prepends that directory
 /// to PYTHONPATH (once), so that its `sitecustomize` boots the Python layer.
-pub fn python_path(settings: &Settings) {
-    if !is_python() {
-        return;
-    }
+pub fn python_path(settings: &Settings, start: &StartEnv<'_>) {
     let Some(lib) = settings.self_path else {
         return;
     };
-    let Some(boot) = boot_dir(Path::new(std::ffi::OsStr::from_bytes(lib.to_bytes()))) else {
+    let Some(libdir) = Path::new(std::ffi::OsStr::from_bytes(lib.to_bytes())).parent() else {
         return;
     };
-    let current = std::env::var_os(env::PYTHONPATH);
-    if let Some(value) = prepended(
-        current.as_ref().map(|v| v.as_bytes()),
-        boot.as_os_str().as_bytes(),
-    ) {
+    let current = start.get(env::PYTHONPATH);
+    // Already there (inherited from a Python process above): nothing to do,
+    // whatever this process is. The usual case below a booted Python.
+    if current.is_some_and(|c| has_boot(c, libdir.as_os_str().as_bytes())) {
+        return;
+    }
+    if !is_python() {
+        return;
+    }
+    let boot = libdir.join("boot");
+    if !boot.is_dir() {
+        return;
+    }
+    if let Some(value) = prepended(current, boot.as_os_str().as_bytes()) {
         // Before main, on the loading thread: no other thread reads the
         // environment yet.
         std::env::set_var(
@@ -46,17 +57,52 @@ pub fn python_path(settings: &Settings) {
     }
 }
 
-/// The basename of /proc/self/exe starts with "python". A stack buffer:
-/// a process that is not configured should not even start its heap here.
+/// Whether the basename of the running executable (as /proc/self/exe names
+/// it) starts with "python".
 fn is_python() -> bool {
-    let mut buf = [0u8; 4096];
+    if let Some(elf) = exec_elf_basename_is_python() {
+        return elf;
+    }
+    let mut buf = [0u8; PATH_BUF];
     crate::sys::readlink(c"/proc/self/exe", &mut buf)
-        .is_some_and(|exe| crate::raw::basename(exe).starts_with(b"python"))
+        .is_some_and(|exe| basename(exe).starts_with(b"python"))
 }
 
-fn boot_dir(lib: &Path) -> Option<PathBuf> {
-    let dir = lib.parent()?.join("boot");
-    dir.is_dir().then_some(dir)
+/// The same answer without /proc: a process's first look into /proc/self
+/// was the constructor's largest cost (about 15 µs of every exec,
+/// scripts/bench exec). When the absolute path `execve` was given
+/// (`AT_EXECFN`) is an ELF file, that file is what runs, and its symlinks
+/// followed give /proc/self/exe's basename. `None` when that does not hold or
+/// cannot be read (a `#!` script, whose interpreter is what runs; a relative
+/// path, which a later `chdir` could have moved; anything else): ask /proc.
+fn exec_elf_basename_is_python() -> Option<bool> {
+    let path: &CStr = crate::sys::execfn()?;
+    if path.to_bytes().first() != Some(&b'/') {
+        return None;
+    }
+    let mut head = [0u8; 4];
+    if crate::sys::read_head(path, &mut head)? != head.len() || head != *b"\x7fELF" {
+        return None;
+    }
+    let mut out = [0u8; PATH_BUF];
+    let name = resolve_symlinks(path, &mut out).unwrap_or(path.to_bytes());
+    Some(basename(name).starts_with(b"python"))
+}
+
+/// Whether the colon-separated `pythonpath` holds `<libdir>/boot` spelled as
+/// `libdir.join("boot")` spells it.
+fn has_boot(pythonpath: &[u8], libdir: &[u8]) -> bool {
+    pythonpath.split(|&b| b == b':').any(|entry| {
+        let Some(rest) = entry.strip_prefix(libdir) else {
+            return false;
+        };
+        let rest = if libdir.is_empty() || libdir.ends_with(b"/") {
+            Some(rest)
+        } else {
+            rest.strip_prefix(b"/")
+        };
+        rest == Some(b"boot".as_slice())
+    })
 }
 
 /// The new PYTHONPATH, or `None` when `boot` is already on it.
@@ -83,5 +129,38 @@ mod tests {
         assert_eq!(prepended(Some(b""), b"/b").unwrap(), b"/b");
         assert_eq!(prepended(Some(b"/x:/y"), b"/b").unwrap(), b"/b:/x:/y");
         assert!(prepended(Some(b"/x:/b"), b"/b").is_none());
+    }
+
+    #[test]
+    fn finds_the_boot_directory_as_join_spells_it() {
+        for libdir in ["/opt/p/lib/precompile", "/", "/a/"] {
+            let boot = Path::new(libdir).join("boot");
+            let boot = boot.as_os_str().as_bytes();
+            let lib = libdir.as_bytes();
+            assert!(has_boot(boot, lib), "{libdir}");
+            let mut both = b"/x:".to_vec();
+            both.extend_from_slice(boot);
+            both.extend_from_slice(b":/y");
+            assert!(has_boot(&both, lib), "{libdir}");
+            assert!(prepended(Some(&both), boot).is_none());
+        }
+        let lib = b"/opt/p/lib/precompile";
+        for other in [
+            "",
+            "/opt/p/lib/precompile",
+            "/opt/p/lib/precompile/boot/",
+            "/opt/p/lib/precompile/bootx",
+            "/opt/p/lib/precompileboot",
+            "/opt/p/lib/precompile//boot",
+        ] {
+            assert!(!has_boot(other.as_bytes(), lib), "{other}");
+        }
+    }
+
+    #[test]
+    fn the_running_executable_is_not_python() {
+        // this test binary: an ELF file, named for its crate
+        assert_eq!(exec_elf_basename_is_python(), Some(false));
+        assert!(!is_python());
     }
 }

@@ -38,14 +38,16 @@ mod sys;
 
 /// Runs before `main` in every process the library is loaded into. With
 /// nothing configured it only resolves the real functions and reads a few
-/// variables: nothing visible.
+/// variables (one pass over the environment): nothing visible. Its cost is
+/// paid at every exec of the tree (scripts/bench exec, README).
 #[ctor::ctor]
 fn load() {
-    boot::logging();
+    let start = state::StartEnv::read();
+    boot::logging(&start);
     real::init();
-    state::init();
+    state::init(&start);
     let settings = state::get();
-    boot::python_path(settings);
+    boot::python_path(settings, &start);
     tracing::debug!(
         pid = std::process::id(),
         lock = ?policy::lockdown::current(),

@@ -34,39 +34,97 @@ static SETTINGS: OnceLock<Settings> = OnceLock::new();
 pub fn get() -> &'static Settings {
     match SETTINGS.get() {
         Some(s) => s,
-        None => SETTINGS.get_or_init(load),
+        None => SETTINGS.get_or_init(|| load(&StartEnv::read())),
     }
 }
 
-/// Loads the settings from the environment; called by the constructor.
-pub fn init() {
-    let _ = get();
+/// Loads the settings from `start`; called by the constructor.
+pub fn init(start: &StartEnv<'_>) {
+    let _ = SETTINGS.get_or_init(|| load(start));
 }
 
-fn var(name: &str) -> Option<String> {
-    std::env::var_os(name).and_then(|v| v.into_string().ok())
+/// The variables the shim reads at start, found in ONE pass over `environ`
+/// with no lock and no copy. The shim is loaded into every process of the
+/// tree, and each `std::env::var_os` (a dozen at start) scanned the whole
+/// environment again under std's lock (scripts/bench exec).
+pub struct StartEnv<'a> {
+    values: [Option<&'a [u8]>; START_NAMES.len()],
 }
 
-fn load() -> Settings {
-    let strict = env::is_on(var(env::STRICT).as_deref());
-    policy::lockdown::set_startup(env::is_on(var(env::NO_COMPILATION).as_deref()));
-    let journal = var(env::JOURNAL).filter(|p| !p.is_empty()).and_then(|p| {
-        let cwd = std::env::current_dir().ok()?;
-        JournalPath::new(p.as_bytes(), cwd.as_os_str().as_encoded_bytes())
-    });
+/// What [`StartEnv`] looks for; `StartEnv::get` takes one of these names.
+const START_NAMES: [&str; 8] = [
+    env::LOG,
+    env::NO_COMPILATION,
+    env::JOURNAL,
+    env::STRICT,
+    env::COMPILERS,
+    env::ALLOW,
+    env::RANK,
+    env::PYTHONPATH,
+];
+
+impl<'a> StartEnv<'a> {
+    /// Reads the process environment. The values point into `environ`'s
+    /// strings: use them before changing the environment (the constructor
+    /// copies or parses every one first).
+    pub fn read() -> StartEnv<'a> {
+        // SAFETY: called before `main` (the constructor, or another library's
+        // constructor reaching a hook first), when no other thread changes the
+        // environment; in a copy of the library dlopen'ed later this reads
+        // `environ` under `getenv`'s own contract (std's lock never covered
+        // C's or Python's setenv either). The callers read every value before
+        // they change the environment themselves.
+        let environ = unsafe { crate::raw::environ() };
+        StartEnv::from_entries(environ.bytes())
+    }
+
+    /// The first `NAME=value` entry of each name (as `getenv` finds it).
+    pub fn from_entries(entries: impl Iterator<Item = &'a [u8]>) -> StartEnv<'a> {
+        let mut values = [None; START_NAMES.len()];
+        for entry in entries {
+            for (name, slot) in START_NAMES.iter().zip(values.iter_mut()) {
+                if slot.is_none() {
+                    if let Some(value) = crate::raw::value_of(entry, name.as_bytes()) {
+                        *slot = Some(value);
+                    }
+                }
+            }
+        }
+        StartEnv { values }
+    }
+
+    /// The value of `name` (one of START_NAMES), as bytes.
+    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
+        let i = START_NAMES.iter().position(|n| *n == name)?;
+        self.values.get(i).copied().flatten()
+    }
+
+    /// The value as UTF-8 text; `None` when unset or not UTF-8 (as
+    /// `std::env::var` reads it).
+    pub fn text(&self, name: &str) -> Option<&'a str> {
+        std::str::from_utf8(self.get(name)?).ok()
+    }
+}
+
+fn load(start: &StartEnv<'_>) -> Settings {
+    let strict = env::is_on(start.text(env::STRICT));
+    policy::lockdown::set_startup(env::is_on(start.text(env::NO_COMPILATION)));
+    let journal = start
+        .text(env::JOURNAL)
+        .filter(|p| !p.is_empty())
+        .and_then(|p| {
+            let cwd = std::env::current_dir().ok()?;
+            JournalPath::new(p.as_bytes(), cwd.as_os_str().as_encoded_bytes())
+        });
     journal::set_startup(journal);
-    let rules = Rules::from_env_values(
-        var(env::COMPILERS).as_deref(),
-        var(env::ALLOW).as_deref(),
-        strict,
-    );
+    let rules = Rules::from_env_values(start.text(env::COMPILERS), start.text(env::ALLOW), strict);
     let start_entries = env::PROPAGATED_FROM_START
         .iter()
         .filter_map(|name| {
-            let value = std::env::var_os(name)?;
+            let value = start.get(name)?;
             let mut entry = name.as_bytes().to_vec();
             entry.push(b'=');
-            entry.extend_from_slice(value.as_encoded_bytes());
+            entry.extend_from_slice(value);
             CString::new(entry).ok()
         })
         .collect();
@@ -74,8 +132,8 @@ fn load() -> Settings {
         rules,
         self_path: locate_self(),
         start_entries,
-        allow_at_start: std::env::var_os(env::ALLOW).is_some(),
-        rank: env::rank(var(env::RANK).as_deref()),
+        allow_at_start: start.get(env::ALLOW).is_some(),
+        rank: env::rank(start.text(env::RANK)),
     }
 }
 

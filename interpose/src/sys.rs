@@ -158,3 +158,14 @@ pub fn stat(path: &CStr) -> Result<libc::stat, c_int> {
     }
     Ok(st)
 }
+
+/// The path the running program was started with, as `execve` got it
+/// (`AT_EXECFN`: a `#!` script's own path, not its interpreter's).
+pub fn execfn() -> Option<&'static CStr> {
+    // SAFETY: getauxval only reads the auxiliary vector the kernel set up.
+    let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize as *const std::os::raw::c_char;
+    // SAFETY: AT_EXECFN is 0 (absent) or the address of the NUL-terminated
+    // path the kernel copied to the top of the initial stack, which stays
+    // there, unchanged, for the life of the process.
+    unsafe { crate::raw::c_str(p) }
+}

@@ -146,3 +146,37 @@ fn a_non_python_process_gets_no_boot_directory() {
     ran.expect_code(0);
     assert!(!ran.stdout.contains("PYTHONPATH"), "{ran:#?}");
 }
+
+/// The shim tells a Python process by the file that runs (what
+/// /proc/self/exe names, symlinks followed), not by the name it was started
+/// under: a `#!` script runs its interpreter, and a symlink's name is not the
+/// program's.
+#[test]
+fn python_is_known_by_the_program_that_runs_not_the_name_it_was_started_by() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let l = layout("boot-names", Some(BOOTS));
+    let bin = l.s.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let show = "import sys\nprint('path1', sys.path[1])\n";
+    // a script whose interpreter is Python, started by its own path
+    let script = bin.join("tool");
+    std::fs::write(&script, format!("#!{}\n{show}", python().display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Python reached through a symlink that is not named python
+    let alias = bin.join("interp");
+    symlink(python(), &alias).unwrap();
+    for (program, args) in [(&script, vec![]), (&alias, vec!["-c", show])] {
+        let ran = l.shim().run(program, &args);
+        ran.expect_code(0);
+        ran.expect_line("booted")
+            .expect_line(&format!("path1 {}", l.boot.display()));
+    }
+    // and a program named python* that is not Python gets nothing
+    let fake = bin.join("python3-env");
+    symlink("/usr/bin/env", &fake).unwrap();
+    let mut shim = l.shim();
+    shim.env.retain(|(k, _)| k != "PYTHONPATH");
+    let ran = shim.run(&fake, &[] as &[&str]);
+    ran.expect_code(0);
+    assert!(!ran.stdout.contains("PYTHONPATH"), "{ran:#?}");
+}
