@@ -23,12 +23,14 @@ fn main() {
         b
     };
     build.compile("precompile_variadic");
-    // Lazy binding: the loader resolves an imported function at its first call,
-    // not all ~1,200 relocations in every process the shim is preloaded into,
-    // which halved the shim's own cost per exec (scripts/bench exec). Rust links
-    // with -z now by default. A first call in a fork or vfork child resolving
-    // `execve` lazily is what every C program linked without -z now does;
-    // glibc's resolver takes no lock that fork could have left held.
+    // Lazy binding: the loader resolves a function imported through the PLT at
+    // its first call rather than in every process the shim is preloaded into.
+    // Rust links with -z now by default; most of its libc calls go through the
+    // GOT, which lazy binding cannot defer (today: 14 symbols deferred, 52 bound
+    // at load; README "Limits" says where the rest of the per-exec cost goes).
+    // A first call in a fork or vfork child resolving `execve` lazily is what
+    // every C program linked without -z now does; glibc's resolver takes no
+    // lock that fork could have left held.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,lazy");
 
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();

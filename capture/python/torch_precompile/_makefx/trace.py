@@ -197,14 +197,18 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                     "Move that read out of fn, or drop the mark_unbacked marks"
                 ) from None
             except AssertionError as e:
-                if not refuses_unbacked_inputs(e):
-                    raise
+                if refuses_unbacked_inputs(e):
+                    raise PrecompileError(
+                        f"capture: the symbolic trace of torch {torch.__version__} cannot take an "
+                        "input with mark_unbacked dims, whatever fn does (its proxy tracer fails "
+                        f"binding them: {type(e).__name__}: {e}). Drop the mark_unbacked marks, "
+                        "or capture on torch 2.15"
+                    ) from None
                 raise PrecompileError(
-                    f"capture: the symbolic trace of torch {torch.__version__} cannot take an "
-                    "input with mark_unbacked dims, whatever fn does (its proxy tracer fails "
-                    f"binding them: {type(e).__name__}: {e}). Drop the mark_unbacked marks, "
-                    "or capture on torch 2.15"
-                ) from None
+                    f"capture: the symbolic trace of mark_unbacked dims failed inside torch "
+                    f"{torch.__version__} (AssertionError: {e}); drop the mark_unbacked marks, "
+                    "or capture with DynamoTracer"
+                ) from e
         else:
             example_inputs = real_flat
             with torch.enable_grad(), _data_dependence_refused():
