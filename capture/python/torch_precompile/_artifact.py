@@ -18,6 +18,20 @@ from ._errors import PrecompileError
 
 FORMAT = "torch_precompile/1"
 CREATED_BY = "torch_precompile 0.1.0"
+# The module name a loaded artifact's code runs under (its driver, graph programs
+# and the Inductor modules they exec): installed serving tells its frames by it.
+MODULE_PREFIX = "torch_precompile.artifact."
+
+
+def execute(text: str, path: str) -> dict[str, Any]:
+    """Run an artifact's python_code as its own module; its namespace, which
+    defines ``forward``."""
+    ns: dict[str, Any] = {"__name__": f"{MODULE_PREFIX}{_native.sha256_hex(text.encode('utf-8'))[:12]}",
+                          "__file__": path}
+    exec(compile(text, path, "exec"), ns)
+    if not callable(ns.get("forward")):
+        raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
+    return ns
 
 
 def literal_block(items: dict[str, Any]) -> str:

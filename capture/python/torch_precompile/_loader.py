@@ -137,10 +137,4 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
 
 
 def _load_makefx(text: str, meta: dict[str, Any], path: str) -> PrecompiledRunnable:
-    ns: dict[str, Any] = {"__name__": f"torch_precompile.artifact.{_native.sha256_hex(text.encode('utf-8'))[:12]}",
-                          "__file__": path}
-    exec(compile(text, path, "exec"), ns)
-    forward = ns.get("forward")
-    if not callable(forward):
-        raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
-    return StandaloneRunnable(forward, meta, path)
+    return StandaloneRunnable(_artifact.execute(text, path)["forward"], meta, path)

@@ -46,6 +46,7 @@ import re
 from typing import Any, Callable, Iterable, Iterator
 
 from .._errors import PrecompileError
+from . import raised_in
 
 
 @functools.cache
@@ -145,10 +146,8 @@ def killed_by_bypass(e: BaseException) -> bool:
     compile goes on, and the frame is recorded as bypassed."""
     if not isinstance(e, AssertionError):
         return False
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_globals.get("__name__") == "torch._dynamo.convert_frame"
+    frame = raised_in(e)
+    return frame is not None and frame.f_globals.get("__name__") == "torch._dynamo.convert_frame"
 
 
 def guard_serialization_error(e: BaseException) -> str | None:

@@ -18,6 +18,8 @@ no version difference.
 
 from __future__ import annotations
 
+from . import raised_in
+
 
 def refuses_unbacked_inputs(e: BaseException) -> bool:
     """Whether ``e``, raised by make_fx's symbolic trace, is that trace refusing
@@ -25,8 +27,6 @@ def refuses_unbacked_inputs(e: BaseException) -> bool:
     ``_set_unbacked_bindings`` (2.11.0; 2.15.0's raises none)."""
     if not isinstance(e, AssertionError):
         return False
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return (tb is not None and tb.tb_frame.f_code.co_name == "_set_unbacked_bindings"
-            and tb.tb_frame.f_globals.get("__name__") == "torch.fx.experimental.proxy_tensor")
+    frame = raised_in(e)
+    return (frame is not None and frame.f_code.co_name == "_set_unbacked_bindings"
+            and frame.f_globals.get("__name__") == "torch.fx.experimental.proxy_tensor")

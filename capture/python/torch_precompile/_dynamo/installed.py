@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._artifact import MODULE_PREFIX
 from .._bases import PrecompiledRunnable
 from .._compat import dynamo as _compat
 from .._errors import PrecompileError
@@ -52,18 +53,13 @@ def _failed_guards(code: Any, f_locals: dict[str, Any]) -> str:
     return " | ".join(parts) if parts else "no captured variant of this frame"
 
 
-# The module name of an artifact's own code: its driver, graph programs and the
-# Inductor modules they exec (``load`` names the artifact's module so).
-_ARTIFACT_MODULES = "torch_precompile.artifact."
-
-
 def _refusing_callback(fn_name: str) -> Callable[..., Any]:
     """A frame-evaluator callback that compiles nothing. A frame Dynamo would not
     have compiled anyway (the early exits of its frame converter: skipfiles, no
     tensors, generators, its own generated code, exec'd code) runs as is, and so
     does the artifact's own code (a graph program's backward, which a
     ``loss.backward()`` inside the call runs: its module is named under
-    ``_ARTIFACT_MODULES``, as ``load`` names the artifact's); any other miss
+    ``MODULE_PREFIX``, as ``load`` names the artifact's); any other miss
     raises naming the guards that failed. A live cache entry of the frame's code
     (a torch.compile of it after load, whatever its backend) that passes serves
     the frame before this callback is called: see
@@ -79,7 +75,7 @@ def _refusing_callback(fn_name: str) -> Callable[..., Any]:
         code = frame.f_code
         if (code.co_flags & never or code in convert_frame.output_codes
                 or code.co_name in ("<module>", "__setattr__")
-                or frame.f_globals.get("__name__", "").startswith(_ARTIFACT_MODULES)
+                or frame.f_globals.get("__name__", "").startswith(MODULE_PREFIX)
                 or trace_rules.check(code) or not convert_frame.has_tensor_in_frame(frame)):
             return ConvertFrameReturn()
         raise PrecompileError(
@@ -214,7 +210,7 @@ def _lean_refusing_callback(fn_name: str, installed: dict[Any, Any], torch_compi
                 f"artifact does not compile; {failed}. Capture a call like this one too, or "
                 "load with allow_serve_time_compiles=True."
             )
-        if frame.f_globals.get("__name__", "").startswith(_ARTIFACT_MODULES):
+        if frame.f_globals.get("__name__", "").startswith(MODULE_PREFIX):
             return skip_all  # the artifact's graphs, run as torch._dynamo.disable runs them
         if (code.co_flags & never or code.co_name in ("<module>", "__setattr__")
                 or code.co_filename == "<string>" or library(frame)):

@@ -7,21 +7,10 @@ import os
 import sys
 from typing import Any
 
-from .. import _native
+from .._artifact import execute
 from .._compat import dynamo as _compat
 from .._bases import PrecompiledRunnable, StandaloneRunnable
 from .._errors import PrecompileError
-
-
-def _exec(text: str, path: str) -> dict[str, Any]:
-    ns: dict[str, Any] = {
-        "__name__": f"torch_precompile.artifact.{_native.sha256_hex(text.encode('utf-8'))[:12]}",
-        "__file__": path,
-    }
-    exec(compile(text, path, "exec"), ns)
-    if not callable(ns.get("forward")):
-        raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
-    return ns
 
 
 def _refuse_installed_here(meta: dict[str, Any], allow_serve_time_compiles: bool) -> None:
@@ -72,7 +61,7 @@ def standalone(text: str, meta: dict[str, Any], artifact_path: str) -> Precompil
     """A standalone DynamoTracer artifact: its driver is the runnable, nothing installed."""
     if not meta.get("DYNAMO_FREE"):
         import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
-    ns = _exec(text, artifact_path)
+    ns = execute(text, artifact_path)
     if not meta.get("DYNAMO_FREE"):
         _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
     return StandaloneRunnable(ns["forward"], meta, artifact_path)
@@ -85,7 +74,7 @@ def installed(text: str, meta: dict[str, Any], artifact_path: str, *,
     if not meta.get("DYNAMO_FREE"):
         import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
     _refuse_installed_here(meta, allow_serve_time_compiles)
-    ns = _exec(text, artifact_path)
+    ns = execute(text, artifact_path)
     _refuse_live_entries(ns, str(meta.get("FN_NAME")))
     fn = ns["_pc_install"]()
     if "torch._dynamo" in sys.modules or allow_serve_time_compiles:

@@ -106,6 +106,24 @@ def _pc_seed_builtins(scope, key, module_name):
     _pc_seed(scope, key, _pc_builtins(scope))
 
 
+def _pc_seed_module(scope, module_name, graphs):
+    """Bind in a module the frames run in what their bytecode loads by name: the
+    compiled graphs and the globals Dynamo minted there. Once per module."""
+    for backend_id, graph in graphs.items():
+        _pc_seed(scope, backend_id, graph)
+    _pc_minted(module_name, scope)
+
+
+def _pc_function(code, scope, name):
+    """A frame's code as Dynamo binds a continuation: a function, or a factory
+    taking the closure tuple when it closes over locals."""
+    if code.co_freevars:
+        def factory(closure):
+            return _types.FunctionType(code, scope, name, None, closure)
+        return factory
+    return _types.FunctionType(code, scope, name)
+
+
 def _pc_minted(module_name, scope):
     # Values Dynamo bound by id (e.g. ___module_collections_<id>_c0): the
     # package does not record them, so the capture wrote a recipe for each.

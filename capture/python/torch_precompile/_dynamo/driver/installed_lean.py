@@ -90,7 +90,7 @@ def _pc_entries(frame, scope, target):
         # the global-state guard is built on this host's thread count
         # (_pc_on_this_host); a moved count rebuilds every variant's checks
         threads[0] = _torch.get_num_threads()
-        built[:] = [_pc_lean_variant(name, scope) for name, _body, _key in frame["variants"]]
+        built[:] = _pc_variants(frame, target, scope)
 
     def guard(i):
         def check(f_locals):
@@ -110,13 +110,11 @@ def _pc_entries(frame, scope, target):
     def explain(f_locals):
         if pinned is not None:
             pinned(f_locals)  # raises naming the binding that moved
-        return _pc_failed_variants([ex for _check, ex in built], f_locals)
+        return _pc_failed_variants([ex for _check, ex, _code in built], f_locals)
 
     rebuild()
-    for i, (_name, body, key) in enumerate(frame["variants"]):
-        if key:
-            _pc_seed_builtins(scope, key, frame["module"])
-        _load_precompile_entry(target, _PcGuardManager(guard(i), explain), _marshal.loads(body))
+    for i, (_check, _explain, code) in enumerate(built):
+        _load_precompile_entry(target, _PcGuardManager(guard(i), explain), code)
     return explain
 
 
@@ -128,16 +126,6 @@ def _pc_off_the_evaluator(graph):
 
     fn = graph.func if isinstance(graph, _functools.partial) else graph
     set_code_exec_strategy(fn.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
-
-
-def _pc_resume_function(code, scope, name):
-    """A continuation bound as Dynamo binds it: a function, or a factory taking
-    the closure tuple when it closes over locals."""
-    if code.co_freevars:
-        def factory(closure):
-            return _types.FunctionType(code, scope, name, None, closure)
-        return factory
-    return _types.FunctionType(code, scope, name)
 
 
 def _pc_install():
@@ -174,12 +162,10 @@ def _pc_install():
         scope = vars(_pc_import(frame["module"]))
         if frame["module"] not in seeded:
             seeded.add(frame["module"])
-            for backend_id, graph in graphs.items():
-                _pc_seed(scope, backend_id, graph)
-            _pc_minted(frame["module"], scope)
+            _pc_seed_module(scope, frame["module"], graphs)
         _pc_seed_frame(frame, scope)
         for name in frame["resume_names"]:
-            _pc_seed(scope, name, _pc_resume_function(target, scope, name))
+            _pc_seed(scope, name, _pc_function(target, scope, name))
         kind = frame["kind"]
         if kind == "compiled":
             _PC_INSTALLED[target] = _pc_entries(frame, scope, target)

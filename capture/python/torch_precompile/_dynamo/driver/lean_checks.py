@@ -30,7 +30,7 @@ def _pc_variants(frame, target, scope):
         if key:
             _pc_seed_builtins(scope, key, frame["module"])
         check, explain = _pc_lean_variant(name, scope)
-        out.append((check, explain, _marshal.loads(body)))
+        out.append((check, explain, _pc_code(body)))
     return out
 
 

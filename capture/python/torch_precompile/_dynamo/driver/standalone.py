@@ -65,9 +65,7 @@ class _PcStandalone:
         scope = self.scopes.get(frame["module"])
         if scope is None:
             scope = self.scopes[frame["module"]] = vars(_pc_import(frame["module"]))
-            for backend_id, fn in self.graphs.items():
-                _pc_seed(scope, backend_id, fn)
-            _pc_minted(frame["module"], scope)
+            _pc_seed_module(scope, frame["module"], self.graphs)
         _pc_seed_frame(frame, scope)
         return scope
 
@@ -77,10 +75,7 @@ class _PcStandalone:
         target = _pc_code(frame["code"])
         kind = frame["kind"]
         if kind == "plain":
-            scope = self.scope_of(frame)
-            if target.co_freevars:
-                return lambda closure: _types.FunctionType(target, scope, target.co_name, None, closure)
-            return _types.FunctionType(target, scope, target.co_name)
+            return _pc_function(target, self.scope_of(frame), target.co_name)
         if kind != "compiled":
             message = f"the captured frame {target.co_name!r} {_pc_no_variant(kind)}; capture again"
             if frame["entry"]:
