@@ -184,11 +184,32 @@ def tagged_tail(model, x):
 
 
 def scaled_act(k):
-    """An activation built at run time: no import can name it, so a guard on it
-    cannot be pinned by name."""
+    """An activation built at run time: no import names it, so the artifact checks
+    it by the fingerprint of its code and closure (k)."""
     def act(x):
         return x * k
     return act
+
+
+class ClassAct(nn.Module):
+    """Builds its activation from a class held in an attribute."""
+
+    def __init__(self, act_cls) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.act_cls = act_cls
+
+    def forward(self, x):
+        return self.act_cls()(self.fc(x))
+
+
+def local_act_class(k):
+    """A module class made at run time: no name reaches it in a serving process,
+    so a guard on it can be neither checked nor proven invariant (refused)."""
+    class Scale(nn.Module):
+        def forward(self, x):
+            return x * k
+    return Scale
 
 
 plus_one = lambda x: x + 1  # noqa: E731 - a module-level lambda: only MakeFx takes one

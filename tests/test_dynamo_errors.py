@@ -55,24 +55,47 @@ def gap():
             pass
 print("COMPLETE |", refused(gap), "|", os.path.exists(f"{{out}}/raised.py"))
 
-# require_no_risky_drops: a Python function in an instance attribute is a slot
-# configuration fills; its identity guard cannot be serialized, and a function
-# built at run time cannot be pinned by name either.
+# require_no_risky_drops: a guard_filter_fn that drops a guard the default filter
+# keeps gives up a check nothing can stand in for.
+from torch_precompile._dynamo.guards import default_filter
+def drop_mlp_type(entries):
+    return [keep and not (e.guard_type == "TYPE_MATCH" and type(e.value).__name__ == "MLP")
+            for keep, e in zip(default_filter(entries), entries)]
 def risky():
-    with tp.capture(dm.step, **paths("risky"), backend="eager") as cap:
-        cap(dm.Activation(dm.scaled_act(2.0)), torch.randn(2, 8))
+    with tp.capture(dm.step, **paths("risky"), backend="eager",
+                    tracer=tp.DynamoTracer(guard_filter_fn=drop_mlp_type)) as cap:
+        cap(dm.MLP(), torch.randn(2, 8))
 print("RISKY |", refused(risky), "|", os.path.exists(f"{{out}}/risky.py"))
+
+# A module class made at run time in an instance attribute: no name reaches it, so
+# Dynamo's package cannot hold the frame, and the capture refuses it.
+def local_class():
+    with tp.capture(dm.step, **paths("local"), backend="eager") as cap:
+        cap(dm.ClassAct(dm.local_act_class(2.0)), torch.randn(2, 8))
+print("LOCAL |", refused(local_class))
+
+# A function built at run time in that slot is checked by its fingerprint (code and
+# closure values): the same closure serves, another is refused by name.
+with tp.capture(dm.step, **paths("closure"), backend="eager") as cap:
+    cap(dm.Activation(dm.scaled_act(2.0)), torch.randn(2, 8))
+f = tp.load(f"{{out}}/closure.py", f"{{out}}/closure.cache")
+m, x = dm.Activation(dm.scaled_act(2.0)), torch.randn(2, 8)
+torch.testing.assert_close(f(m, x), m(x))
+print("CLOSURE |", refused(lambda: f(dm.Activation(dm.scaled_act(3.0)), x)))
 
 # A refused save() writes nothing and the capture stays open; the last good
 # checkpoint is left as it was.
 def checkpoint():
     global before
     with tp.capture(dm.step, **paths("checkpoint"), backend="eager",
-                    tracer=tp.DynamoTracer(dynamic=False)) as cap:
+                    tracer=tp.DynamoTracer(dynamic=False, guard_filter_fn=drop_mlp_type)) as cap:
         cap(dm.Activation(torch.tanh), torch.randn(2, 8))
         cap.save()
         before = open(f"{{out}}/checkpoint.py", "rb").read()
-        cap(dm.Activation(dm.my_act), torch.randn(3, 8))
+        cap(dm.Activation(dm.my_act), torch.randn(3, 8))   # another function: a variant of its own
+        cap.save()
+        before = open(f"{{out}}/checkpoint.py", "rb").read()
+        cap(dm.MLP(), torch.randn(3, 8))
         print("SAVE |", refused(cap.save))
         assert open(f"{{out}}/checkpoint.py", "rb").read() == before
         cap(dm.Activation(dm.other_act), torch.randn(4, 8))   # still open
@@ -81,9 +104,10 @@ exit_error = refused(checkpoint)   # the gate refuses at exit too
 print("EXIT |", exit_error)
 assert open(f"{{out}}/checkpoint.py", "rb").read() == before
 f = tp.load(f"{{out}}/checkpoint.py", f"{{out}}/checkpoint.cache")
-m = dm.Activation(torch.tanh)
-x = torch.randn(2, 8)
-torch.testing.assert_close(f(m, x), m(x))
+for act in (torch.tanh, dm.my_act):   # the checkpoint serves both captured functions
+    m = dm.Activation(act)
+    x = torch.randn(2 if act is torch.tanh else 3, 8)
+    torch.testing.assert_close(f(m, x), m(x))
 
 # Lifecycle: a block with no call, save() outside the block, a spent capture.
 def no_call():
@@ -117,14 +141,18 @@ def test_fn_refusals_and_write_gates(tmp_path) -> None:
     assert "coverage gap" in complete and "ValueError: three rows" in complete
     assert "require_complete=False" in complete and complete.endswith("| False")
     risky = lines["RISKY"]
-    assert "CLOSURE_MATCH model.act" in risky and "require_no_risky_drops=False" in risky
-    assert "instance attribute model.act" in risky
+    assert "TYPE_MATCH model" in risky and "require_no_risky_drops=False" in risky
+    assert "guard_filter_fn dropped a guard the default filter keeps" in risky
+    assert "was bypassed" in lines["LOCAL"] and "local_act_class.<locals>.Scale" in lines["LOCAL"]
     # said at the frame compile that dropped it, before the write refused
     assert "this capture will refuse to write its artifact" in r.stderr
     assert risky.endswith("| False")
-    assert "CLOSURE_MATCH model.act" in lines["SAVE"]
-    assert "('CLOSURE_MATCH', 'model.act')" in lines["RISKY_SLOTS"]
-    assert "CLOSURE_MATCH model.act" in lines["EXIT"]
+    closure = lines["CLOSURE"]
+    assert "dyn_models.scaled_act.<locals>.act (read at model.act) changed since the capture" in closure \
+        or "model.act.__closure__[0].cell_contents == 2.0" in closure, closure
+    assert "TYPE_MATCH model" in lines["SAVE"]
+    assert "('TYPE_MATCH', 'model')" in lines["RISKY_SLOTS"]
+    assert "TYPE_MATCH model" in lines["EXIT"]
     assert "nothing was captured" in lines["NOCALL"]
     assert "inside the capture's `with` block" in lines["OUTSIDE"]
     assert "inside its `with` block" in lines["OUTSIDE"]

@@ -94,7 +94,8 @@ with torch.no_grad():
     print("SWAPPED |", refusal(lambda: f(model, *x)))
 """)
     swapped = tagged(out, "SWAPPED")
-    assert "no captured variant" in swapped and "attn1'].processor" in swapped, swapped
+    # the processor's class is read off the module; its __call__ is checked by its code
+    assert "attn1'].processor" in swapped and "AttnProcessor2_0.__call__" in swapped, swapped
     assert "AttnProcessor2_0" in swapped, swapped
 
 

@@ -1,5 +1,6 @@
 """The driver's definitions the capture runs too: captured value guards, FSDP2
-classes read back, tensor stand-ins, policy slots dropped.
+classes read back, tensor stand-ins, policy slots dropped, the fingerprints and
+names pins compare.
 
 Dynamo's serialized guards keep no expected value for a value guard: a build
 reads it again through the pickled scope, whose modules (``os``, a config
@@ -23,10 +24,12 @@ from typing import Any, Iterator
 
 # the driver parts holding them
 _PARTS = (Path(__file__).with_name("driver") / "dynamo_state.py",
-          Path(__file__).with_name("driver") / "lean_checks.py")
+          Path(__file__).with_name("driver") / "lean_checks.py",
+          Path(__file__).with_name("driver") / "pins.py")
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
           "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_stand_in",
-          "_pc_without_policy_slots")
+          "_pc_without_policy_slots", "_pc_spell", "_pc_code_digest", "_pc_fingerprint",
+          "_pc_builtin_key", "_pc_builtin_name", "_pc_live_functions")
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,7 +41,15 @@ def _driver_part() -> dict[str, Any]:
     def fail(message: str) -> None:
         raise PrecompileError(f"capture: {message}")
 
-    ns: dict[str, Any] = {"_torch": torch, "_sys": sys, "_pc_fail": fail, "__name__": __name__}
+    import functools as _functools
+    import hashlib
+    import importlib
+    import inspect
+    import types
+
+    ns: dict[str, Any] = {"_torch": torch, "_sys": sys, "_pc_fail": fail, "__name__": __name__,
+                          "_types": types, "_hashlib": hashlib, "_functools": _functools,
+                          "_inspect": inspect, "_pc_import": importlib.import_module}
     for part in _PARTS:
         tree = ast.parse(part.read_text(encoding="utf-8"))
         body = [n for n in tree.body
@@ -78,6 +89,32 @@ def stand_in(spec: tuple[str, str, bool, bool]) -> Any:
     against, as the serving process builds it (lean_guards checks at capture that
     its dispatch keys are the captured tensor's)."""
     return _driver_part()["_pc_stand_in"](spec)
+
+
+def fingerprint(fn: Any) -> str:
+    """The driver's ``_pc_fingerprint``: a function's code, defaults and closure
+    values as a digest the serving process computes alike."""
+    return _driver_part()["_pc_fingerprint"](fn)
+
+
+def code_digest(code: Any) -> str:
+    """The driver's ``_pc_code_digest``: what a code object computes."""
+    return _driver_part()["_pc_code_digest"](code)
+
+
+def builtin_key(value: Any) -> tuple[Any, ...] | None:
+    """The driver's ``_pc_builtin_key``: a builtin's own name, or None."""
+    return _driver_part()["_pc_builtin_key"](value)
+
+
+def builtin_name(key: tuple[Any, ...]) -> str:
+    """The driver's ``_pc_builtin_name``: torch.relu, builtins.len, ..."""
+    return _driver_part()["_pc_builtin_name"](key)
+
+
+def live_functions(module: str, qualname: str) -> list[Any]:
+    """The driver's ``_pc_live_functions``: what a qualified name reaches."""
+    return _driver_part()["_pc_live_functions"](module, qualname)
 
 
 def without_policy_slots(graph: Any, policy: set[tuple[str, str]]) -> None:

@@ -153,6 +153,18 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
     return records
 
 
+def _read_by_pins(record: dict[str, Any]) -> set[str]:
+    """The by-id globals the frame's pins read (a class off a module Dynamo bound by
+    id, ``G['_<id>_c0'].Tensor``): seeded with the rest, so the pin reads them."""
+    import re
+
+    from .minted import BY_ID
+
+    exprs = [expr for expr, _recipe in record.get("pins", [])]
+    exprs += [expr for pins in record.get("variant_pins", []) for expr, _recipe in pins]
+    return {n for e in exprs for n in re.findall(r"G\[['\"]([^'\"]+)['\"]\]", e) if BY_ID.match(n)}
+
+
 def minted_globals(records: list[dict[str, Any]]) -> dict[str, dict[str, tuple[str, ...]]]:
     """module -> {name: recipe} for the by-id globals the compiled frames'
     bytecode loads, after checking every Dynamo-minted name each loads is one
@@ -168,7 +180,7 @@ def minted_globals(records: list[dict[str, Any]]) -> dict[str, dict[str, tuple[s
         if r["kind"] != COMPILED:
             continue
         loaded = minted.loaded_globals(SerializedCode.to_code_object(body) for _, body in r["variants"])
-        recipes = minted.by_id_recipes(r["name"], r["module"], loaded)
+        recipes = minted.by_id_recipes(r["name"], r["module"], loaded | _read_by_pins(r))
         minted.check_covered(r["name"], r["module"], loaded,
                              backends | resumes | set(r["imports"]) | set(recipes))
         out.setdefault(r["module"], {}).update(recipes)

@@ -17,7 +17,7 @@ import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .._compat import dynamo as _compat
-from . import library_objects
+from . import identity, library_objects
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
 Slot = tuple[str, str]
@@ -104,8 +104,9 @@ class Fact(NamedTuple):
     code: str
     value: str
     enforced: bool
-    risk: str  # dropped, and why the lint (or a caller's override) calls it risky; "" if not
-    pin: tuple[str, tuple[str, ...]] | None  # how the artifact checks a risky drop by name
+    risk: str  # dropped with no check left, and why that is risky (refused); "" if not
+    pin: tuple[str, tuple[Any, ...]] | None  # how the artifact checks it by a portable key
+    proof: str = ""  # why it is the same in every serving process (identity.INVARIANT)
 
 
 def pins_a_value(guard_type: str, source: str) -> bool:
@@ -134,6 +135,10 @@ class Ledger:
         self._warned: set[str] = set()
         # frame -> one fact set per compile (variant) of it
         self.variants: dict[FrameKey, list[frozenset[Fact]]] = {}
+        # a variant's serialized guard state -> its facts (bind)
+        self.by_state: dict[bytes, frozenset[Fact]] = {}
+        self._pending: dict[FrameKey, frozenset[Fact]] = {}
+        self._runtime: list[Any] = []
 
     def filter(self, entries: Sequence[Any]) -> list[bool]:
         decisions = [bool(k) for k in (self._user_filter or default_filter)(entries)]
@@ -150,15 +155,25 @@ class Ledger:
         configs = library_objects.config_roots(entries, [not k for k in default])
         arguments = _keyword_arguments(current.python_code if current is not None else None)
         facts = set()
+        runtime = []
         for keep, by_default, e in zip(decisions, default, entries):
-            why, pin = "", None
+            why, pin, proof = "", None, ""
             if not keep:
                 # A drop the default filter would not make is the caller's choice,
                 # and nothing here can tell what it gave up: risky by construction.
-                why, pin = ("guard_filter_fn dropped a guard the default filter keeps", None) \
-                    if by_default else _judge(e, rank_read, configs, arguments)
+                if by_default:
+                    why = "guard_filter_fn dropped a guard the default filter keeps"
+                else:
+                    why, pin, proof = _judge(e, rank_read, configs, arguments)
+                    if e.guard_type in identity.IDENTITY and e.has_value:
+                        runtime.append(e)
+            elif e.guard_type in POLICY_TYPES and identity.covers(e):
+                # kept, and a candidate for the invariance policy: it may leave the
+                # serialized guards only as invariant or checked by its pin
+                verdict = identity.judge(e)
+                pin, proof = verdict.pin, verdict.why if verdict.kind == identity.INVARIANT else ""
             code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
-            facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin))
+            facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin, proof))
         if rank_read and not any(f.pin and f.pin[1][0] == "process_group" and f.pin[1][3] is not None
                                  for f in facts):
             checked = process_groups.rank_pin()  # a rank read no guard stands for
@@ -166,9 +181,39 @@ class Ledger:
                 facts.add(Fact("RANK_READ", checked[1][0], "", "", False, *checked))
         key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
         self.variants.setdefault(key, []).append(frozenset(facts))
+        self._pending[key] = frozenset(facts)
+        self._runtime = runtime
         if self._warn_risky and key not in self._bypassed:  # a bypassed frame's guards are never checked
             self._warn_early(facts)
         return decisions
+
+    def runtime_guards(self) -> list[Any]:
+        """The identity guards the default filter dropped from the compile whose
+        guards were filtered last, taken once: the capture puts them back into its
+        own runtime guards (session.Session), so a capture call with another
+        function or builtin compiles a variant of its own, as torch.compile would."""
+        out, self._runtime = self._runtime, []
+        return out
+
+    def bind(self, guards_state: bytes) -> None:
+        """File the facts of the compile just filtered under its serialized guard
+        state, as the package records the variant (add_guarded_code)."""
+        current = _compat.current_entry(self._package)
+        key = frame_key(current.python_code) if current is not None else ("<unknown>", "<unknown>", 0)
+        facts = self._pending.pop(key, None)
+        if facts is not None:
+            self.by_state[guards_state] = facts
+
+    def variant_pins(self, guards_state: bytes, policy: set[Slot]) -> list[tuple[str, tuple[Any, ...]]] | None:
+        """The pins one variant's checks need: its dropped slots checked by a
+        portable key, and its kept slots the invariance policy drops. None when
+        the ledger never saw the variant's guards."""
+        facts = self.by_state.get(guards_state)
+        if facts is None:
+            return None
+        out = {f.pin for f in facts if f.pin is not None
+               and (not f.enforced or (f.guard_type, f.source) in policy)}
+        return sorted(out, key=repr)
 
     def _warn_early(self, facts: set[Fact]) -> None:
         """Say now, not after every remaining compile, that the write will refuse."""
@@ -206,62 +251,37 @@ class Ledger:
                         out.setdefault(slot, f.code)
         return out
 
-    def risky(self, skip: set[FrameKey] = frozenset(), *, pins_checked: bool = True) -> dict[Slot, str]:
-        """Risky slot -> why: lint findings the artifact does not check by name
-        (``pins_checked``: the serving mode checks pins), plus every dropped slot
-        whose value told a frame's variants apart."""
+    def risky(self, skip: set[FrameKey] = frozenset()) -> dict[Slot, str]:
+        """Risky slot -> why: dropped slots with no check left (no pin, no proof of
+        invariance), plus every such slot whose value told a frame's variants apart."""
         risky: dict[Slot, str] = {}
         for key, vs in self.variants.items():
             if key in skip:
                 continue
-            pinned = self._pinned(vs) if pins_checked else {}
             seen: dict[Slot, set[str]] = {}
             for fs in vs:
                 for f in fs:
-                    if f.enforced:
+                    if f.enforced or f.pin is not None or f.proof:
                         continue
                     slot = (f.guard_type, f.source)
                     seen.setdefault(slot, set()).add(f.value)
-                    if f.risk and slot not in pinned:
+                    if f.risk:
                         risky.setdefault(slot, f.risk)
             for slot, values in seen.items():
                 if len(values) > 1:
                     risky[slot] = "its value told captured variants apart"
         return risky
 
-    @staticmethod
-    def _pinned(vs: list[frozenset[Fact]]) -> dict[Slot, tuple[Any, bool]]:
-        """Slot -> (pin, partial) for the slots every variant of one frame that
-        dropped them dropped with the same pin; ``partial`` when some variant never
-        read the slot (a first call that sets a config field runs its validator,
-        the next does not)."""
-        seen: dict[Slot, set[Any]] = {}
-        for fs in vs:
-            for f in fs:
-                if not f.enforced:
-                    seen.setdefault((f.guard_type, f.source), set()).add(f.pin)
-        dropped = [{(f.guard_type, f.source) for f in fs if not f.enforced} for fs in vs]
-        read = [{f.source for f in fs} for fs in vs]
-        out = {}
-        for slot, pins in seen.items():
-            if len(pins) != 1 or None in pins:
-                continue
-            partial = [i for i, here in enumerate(dropped) if slot not in here]
-            # a variant that guards the same source another way (model.act kept as
-            # torch.tanh there) would see the pin refuse its calls: not pinned
-            if all(slot[1] not in read[i] for i in partial):
-                out[slot] = (next(iter(pins)), bool(partial))
-        return out
-
-    def pins(self, key: FrameKey) -> list[tuple[Any, ...]]:
-        """The (source, recipe, partial) checks the artifact runs for frame ``key``:
-        a partial one is skipped on a call where its source cannot be read."""
-        return sorted({(*pin, partial) for pin, partial in self._pinned(self.variants.get(key, [])).values()})
+    def invariant(self, skip: set[FrameKey] = frozenset()) -> dict[Slot, str]:
+        """Dropped or policy slot -> why it is the same object in every serving process."""
+        return {(f.guard_type, f.source): f.proof for vs in self._frames(skip) for fs in vs for f in fs
+                if f.proof and f.pin is None}
 
     def policy(self, skip: set[FrameKey] = frozenset()) -> set[Slot]:
         """The invariance policy: kept slots of a type in ``POLICY_TYPES`` that held
-        one value in every variant of every frame that guards them. The artifact
-        does not check them (the driver takes them out of the serialized guards)."""
+        one value in every variant of every frame that guards them, and that the
+        identity rule proves invariant or checks by a pin in each (identity.py).
+        The driver takes them out of the serialized guards; their pins stand in."""
         values: dict[Slot, set[str]] = {}
         everywhere: dict[Slot, bool] = {}
         for vs in self._frames(skip):
@@ -269,7 +289,7 @@ class Ledger:
             for slot in set().union(*present) if present else ():
                 facts = [p.get(slot) for p in present]
                 everywhere[slot] = everywhere.get(slot, True) and all(
-                    f is not None and f.enforced for f in facts)
+                    f is not None and f.enforced and (f.pin is not None or bool(f.proof)) for f in facts)
                 values.setdefault(slot, set()).update(f.value for f in facts if f is not None)
         return {slot for slot, ok in everywhere.items() if ok and len(values[slot]) == 1}
 
@@ -296,28 +316,38 @@ def _keyword_arguments(code: Any) -> str | None:
     return code.co_varnames[at]
 
 
-def _judge(e: Any, rank_read: bool, configs: dict[str, Any], arguments: str | None = None) -> tuple[str, Any]:
-    """(why risky or "", pin) for a guard the default filter drops; ``configs``:
-    the frame's dropped configuration objects (library_objects.config_roots);
-    ``arguments``: the frame's ``**kwargs`` parameter, whose entries are arguments."""
+def _judge(e: Any, rank_read: bool, configs: dict[str, Any], arguments: str | None = None
+           ) -> tuple[str, Any, str]:
+    """(why risky or "", pin, proof of invariance or "") for a guard the default
+    filter drops; ``configs``: the frame's dropped configuration objects
+    (library_objects.config_roots); ``arguments``: the frame's ``**kwargs``
+    parameter, whose entries are arguments. A function, builtin, class or module
+    is judged by the identity rule (identity.py); an instance by what it is."""
     from . import process_groups
 
     try:
         checked = process_groups.judge(e, rank_read)  # a process group or distributed config slot
         if checked is not None:
-            return checked
+            return (*checked, "")
         checked = _judge_config(e, configs)
         if checked is not None:
-            return checked
+            return (*checked, "")
         optimizer = library_objects.optimizer_recipe(e.value) if e.has_value else None
         if optimizer is not None:
             expr = e.orig_guard.originating_source.name
             return ("holds an optimizer made at run time, checked by its class and parameter groups "
-                    "instead of its identity", (expr, optimizer) if _plain_expression(expr) else None)
+                    "instead of its identity", (expr, optimizer) if plain_expression(expr) else None, "")
+        if identity.covers(e):
+            verdict = identity.judge(e)
+            if verdict.kind == identity.INVARIANT:
+                return "", None, verdict.why
+            if verdict.kind == identity.CHECKED:
+                return "", verdict.pin, ""
+            return verdict.why, None, ""
         why = risk(e, arguments)
-        return (why, pin_of(e)) if why else ("", None)
+        return (why, pin_of(e), "") if why else ("", None, proof_of(e))
     except Exception as err:  # noqa: BLE001 - a source that refuses to be read: fail closed
-        return f"its source could not be judged ({type(err).__name__})", None
+        return f"its source could not be judged ({type(err).__name__})", None, ""
 
 
 def _judge_config(e: Any, configs: dict[str, Any]) -> tuple[str, Any] | None:
@@ -333,14 +363,14 @@ def _judge_config(e: Any, configs: dict[str, Any]) -> tuple[str, Any] | None:
                 f"process can match and which cannot be checked by value: {why_not}", None)
     if name != root:
         return "", None  # covered by the root's value check
-    if not _plain_expression(name):
+    if not plain_expression(name):
         return (f"holds the configuration object {slot_source(root)}, read through an expression the "
                 "artifact cannot evaluate", None)
     return (f"holds a configuration object made at run time, checked by its class and values instead "
             "of its identity", (name, recipe))
 
 
-def _plain_expression(expr: str) -> bool:
+def plain_expression(expr: str) -> bool:
     """An expression over the frame's globals and locals and the builtins that
     Dynamo's source names spell, which the driver can evaluate."""
     from .minted import loaded_globals
@@ -431,8 +461,7 @@ def risk(e: Any, arguments: str | None = None) -> str | None:
                 and type(root).__name__ == "LocalSource" and root.local_name == arguments):
             return (f"reads the registry or configuration dict entry {slot_source(step.name)}, "
                     "which a registration or setting in the serving process can change")
-    if not class_level and e.has_value and not isinstance(
-            e.value, (types.ModuleType, type, types.CodeType)) and not callable(e.value):
+    if not class_level and e.has_value and not isinstance(e.value, (types.ModuleType, type, types.CodeType)):
         kind = type(e.value)
         return (f"holds a {kind.__module__}.{kind.__qualname__} made at run time (a process group, "
                 "a configuration object), whose identity no serving process can match")
@@ -442,6 +471,22 @@ def risk(e: Any, arguments: str | None = None) -> str | None:
         return (f"reads the instance attribute {slot_source(leaf.name)}, which configuration "
                 "chooses per instance")
     return None
+
+
+def proof_of(e: Any) -> str:
+    """Why a dropped guard ``risk`` finds no slot of the serving process behind is
+    the same in every serving process: Dynamo's own bookkeeping, or a binding
+    read off a class (fixed when the class was made; the class itself is a kept
+    TYPE_MATCH, checked against the class its qualified name imports)."""
+    steps = _chain(e.orig_guard.originating_source)
+    root = steps[0]
+    if type(root).__name__ == "LocalSource" and root.local_name == "__nested_resume_fns":
+        return "Dynamo's own list of the continuations it generated"
+    if any(type(s).__name__ in _CLASS_LEVEL for s in steps):
+        return "read off a class, fixed when the class was made (the class is checked by name)"
+    if not e.has_value:
+        return "a guard with no value of its own, on a source its companion guards check"
+    return "a module, class or code object fixed once its module is imported"
 
 
 # Identifiers a pinned source may use: Dynamo's scope dicts and the builtins its
@@ -470,4 +515,4 @@ def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
     if r is None or r[0] not in ("attr", "named", "spelled", "wrapper"):
         return None
     expr = e.orig_guard.originating_source.name  # L['model'].act (the entry's name drops L[...])
-    return (expr, r) if _plain_expression(expr) else None
+    return (expr, r) if plain_expression(expr) else None

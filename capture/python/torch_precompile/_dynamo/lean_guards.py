@@ -140,7 +140,7 @@ class Consts:
             return self.ref(("attr", "torch", str(value).split(".", 1)[1]))
         if isinstance(value, torch.device):
             return self.ref(("device", str(value)))
-        r = minted.recipe(value) or _builtin_recipe(value)
+        r = minted.recipe(value) or builtin_recipe(value)
         if r is None:
             raise NotLean(f"{what} is {type(value).__module__}.{type(value).__qualname__} "
                           f"{_short(value)}, which has no importable name")
@@ -152,7 +152,7 @@ _BUILTIN_HOMES = ("torch", "torch.nn.functional", "torch._C._nn", "torch._C._Var
                   "torch.functional", "math", "operator", "builtins", "torch._C")
 
 
-def _builtin_recipe(value: Any) -> tuple[str, ...] | None:
+def builtin_recipe(value: Any) -> tuple[str, ...] | None:
     import importlib
 
     name = getattr(value, "__name__", None)
@@ -337,6 +337,9 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
                 lines.append(("node", var[id(child)], expr, source[id(child)]))
             emit(child)
     emit(root)
+    lines, rename = _distinct(lines)
+    tensors_vars = [rename(t.var) for t in tensors]
+    tail = [(rename(cond), text) for cond, text in tail]
     verbose_table: list[str] = []
     fast, slow = [], []
     for item in lines:
@@ -353,7 +356,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
                 slow.append(f"        if not ({cond}): return 'GLOBAL_STATE changed: ' + GS.reason()")
             else:
                 slow.append(f"        if not ({cond}): return V[{len(verbose_table) - 1}]")
-    tensor_args = ", ".join(t.var for t in tensors)
+    tensor_args = ", ".join(tensors_vars)
     names = [t.name for t in tensors]
     post_fast = []
     post_slow = []
@@ -388,6 +391,51 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         "    return check, explain\n"
     )
     return Program(source, consts, [(t.spec, t.sizes, t.strides) for t in tensors], global_state, shape_names)
+
+
+def _distinct(lines: list[tuple[str, ...]]) -> tuple[list[tuple[str, ...]], Any]:
+    """Each distinct fact once: an accessor that reads what an earlier one read
+    (the same expression over the same parent) becomes that one, and a leaf guard
+    already checked (the same condition on the same value) is not checked again.
+    Returns the lines and the renaming of accessor variables it applied."""
+    alias: dict[str, str] = {}
+
+    def rename(text: str) -> str:
+        return _renamed_names(text, alias) if alias else text
+
+    out: list[tuple[str, ...]] = []
+    exprs: dict[str, str] = {}
+    conds: set[str] = set()
+    for item in lines:
+        if item[0] == "node":
+            _, v, expr, where = item
+            expr = rename(expr)
+            if expr and expr in exprs:
+                alias[v] = exprs[expr]
+                continue
+            if expr:
+                exprs[expr] = v
+            out.append(("node", v, expr, where))
+        else:
+            cond = rename(item[1])
+            if cond in conds:
+                continue
+            conds.add(cond)
+            out.append(("guard", cond, item[2]))
+    return out, rename
+
+
+def _renamed_names(text: str, alias: dict[str, str]) -> str:
+    """``text`` with its NAME tokens in ``alias`` replaced (strings left alone)."""
+    import io
+    import tokenize
+
+    toks = tokenize.generate_tokens(io.StringIO(text).readline)
+    edits = [(t.start[1], t.end[1], alias[t.string]) for t in toks
+             if t.type == tokenize.NAME and t.string in alias and t.start[0] == 1]
+    for a, b, name in reversed(edits):
+        text = text[:a] + name + text[b:]
+    return text
 
 
 _FAST_NAMES = {"type": "_type", "len": "_len", "hasattr": "_hasattr"}

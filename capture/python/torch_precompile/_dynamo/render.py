@@ -66,9 +66,73 @@ def _blob(value: Any, what: str) -> str:
 
 
 def _entry_binding(fn: Any) -> dict[str, Any]:
-    """The defaults a code object does not carry; the driver rebuilds the entry
-    from its code object and applies them to calls that omit the argument."""
-    return {"defaults": getattr(fn, "__defaults__", None), "kwdefaults": getattr(fn, "__kwdefaults__", None)}
+    """Whether the entry has defaults: the driver binds a call with the serving
+    process's function's defaults, and refuses one it cannot find when it has."""
+    return {"defaults": bool(getattr(fn, "__defaults__", None)), "kwdefaults": bool(getattr(fn, "__kwdefaults__", None))}
+
+
+def _pins(session: Any, record: dict[str, Any], policy: set[tuple[str, str]]) -> tuple[list[Any], list[list[Any]]]:
+    """(pins every variant of the frame holds, the rest per variant): the first are
+    checked once per call, the others as part of their variant's guards."""
+    if record["kind"] != _frames.COMPILED:
+        return [], []
+    per_variant = []
+    for blob, _body in record["variants"]:
+        pins = session.ledger.variant_pins(blob, policy)
+        if pins is None:
+            raise PrecompileError(
+                f"capture: a variant of frame {record['name']!r} was recorded without the capture "
+                "seeing its guards, so the artifact could not check what they dropped. This is a gap "
+                "in torch_precompile: capture with MakeFxTracer")
+        per_variant.append(pins)
+    common = [p for p in per_variant[0] if all(p in v for v in per_variant[1:])] if per_variant else []
+    return common, [[p for p in v if p not in common] for v in per_variant]
+
+
+def _variant_pins(records: list[dict[str, Any]]) -> dict[str, tuple[str, list[Any]]]:
+    """sha256 of a variant's serialized guard state -> (frame name, its pins): how
+    Dynamo's own install finds what to add to the guards it builds."""
+    import hashlib
+
+    out = {}
+    for r in records:
+        for (blob, _body), pins in zip(r["variants"], r["variant_pins"]):
+            if r["pins"] or pins:
+                out[hashlib.sha256(blob).hexdigest()] = (r["name"], [*r["pins"], *pins])
+    return out
+
+
+def _all_pins(record: dict[str, Any]) -> list[Any]:
+    return [*record["pins"], *(p for v in record["variant_pins"] for p in v)]
+
+
+def traced_code(session: Any) -> list[tuple[str, str, str]]:
+    """(module, qualified name, code digest) of every function the capture traced
+    that its module and qualified name reach again (what a serving process can
+    check): an edited helper, a method rebound on its class or a library patched
+    in place is refused at load. A code nothing names (a lambda, a nested
+    function) is checked through its maker's code, or by a pin where it arrives."""
+    import inspect
+
+    from .captured_values import code_digest, live_functions
+
+    out = set()
+    for code in session.traced_codes:
+        qualname = getattr(code, "co_qualname", code.co_name)
+        if "<" in qualname:
+            continue
+        module = inspect.getmodule(code)
+        if module is None or module.__name__ == "__main__" and getattr(module, "__file__", None) is None:
+            continue
+        if module.__name__.startswith(("torch._dynamo", "torch._inductor")):
+            continue  # Dynamo's own (polyfills): locked to the torch release, and serving imports none
+        try:
+            live = live_functions(module.__name__, qualname)
+        except Exception:  # noqa: BLE001 - not reachable by its name: nothing to check by it
+            continue
+        if any(fn.__code__ is code for fn in live):
+            out.add((module.__name__, qualname, code_digest(code)))
+    return sorted(out)
 
 
 def _package_for_install(entry: Any, records: list[dict[str, Any]]) -> Any:
@@ -201,7 +265,11 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
            ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary, dict[tuple[str, str], str]]:
     """(python_code, cache entries, summary, why each risky slot is risky) for
     everything the session captured."""
-    from .process_groups import describe
+    from .identity import describe as describe_identity
+    from .process_groups import describe as describe_group
+
+    def describe(recipe: Any) -> str | None:
+        return describe_identity(recipe) or describe_group(recipe)
     from .summary import risky_reasons, summarize
 
     entry = session.package.cache_entry()
@@ -212,12 +280,15 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     _frames.check_entry(records, fn_name, session.bypass_reasons)
     mode = _frames.serving_mode(records)
     reasons = risky_reasons(session, records)
+    policy = set(summary.policy_dropped_guards)
     for r in records:
-        r["pins"] = session.ledger.pins(r["key"]) if r["kind"] == _frames.COMPILED else []
+        r["pins"], r["variant_pins"] = _pins(session, r, policy)
     meta = metadata(session, records, summary, mode, fn_name)
     meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
     meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, describe(rc)) for r in records
-                                                        for expr, rc, _partial in r["pins"]})]
+                                                        for expr, rc in _all_pins(r)})]
+    skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
+    meta["INVARIANT_GUARDS"] = [[t, src, why] for (t, src), why in sorted(session.ledger.invariant(skip).items())]
     from .lean import NotLean, build
 
     lean, why = None, None
@@ -238,7 +309,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
             meta["GRAPHS_AS_PROGRAMS_REFUSED"] = str(e)
     if mode == "installed":
         meta["GRAPHS_AS_PROGRAMS"] = lean is not None or programs is not None
-    sections = []
+    sections = [("_TRACED", traced_code(session), "the code the capture traced, checked unchanged at load")]
     if mode == "standalone":  # installed: the live function has its defaults
         sections.append(("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments"))
     if lean is not None:
@@ -250,6 +321,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         sections.append(("_FRAMES", records, "frame records"))
     else:
         sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
+        sections.append(("_VARIANT_PINS", _variant_pins(records), "each variant's pins, by its guard state"))
     sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
     if lean is None:  # read by the driver's dynamo_state part
         sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))

@@ -94,6 +94,9 @@ class Session:
         self.tracer = tracer
         self.package = CompilePackage(fn)
         _name_frames_torch_cannot(self.package)
+        # every code object a compile traced (the frame's and what it inlined):
+        # the artifact checks at load that each is unchanged (render.traced_code)
+        self.traced_codes: dict[Any, None] = {}
         # frames a compile of which Dynamo bypassed: their guards are never checked
         self.bypassed_frames: set[Any] = set()
         self.ledger = Ledger(self.package, tracer.guard_filter_fn, warn_risky=tracer.require_no_risky_drops,
@@ -116,6 +119,7 @@ class Session:
         # backend id -> (graph, example inputs, grad mode) as the backend saw them,
         # for the graphs the artifact writes as source (lean_graphs)
         self.graphs: dict[str, Any] = {}
+        self._record_variants()
         self._compiled = _compat.optimize(
             fn, self._seeing_backend(backend), package=self.package, guard_filter_fn=self.ledger.filter,
             dynamic=tracer.dynamic, recompile_limit=tracer.recompile_limit)
@@ -161,7 +165,8 @@ class Session:
         try:
             with (capture_config(), torch._dynamo.config.patch(accumulated_recompile_limit=accumulated),
                   _compat.recompile_limit(self.tracer.recompile_limit), watching_rank_reads(),
-                  self._watching_recompile_limit(), self._watching_eager_frames()):
+                  self._watching_recompile_limit(), self._watching_eager_frames(),
+                  self._dropped_identity_kept_at_run_time()):
                 return self._compiled(*args, **kwargs)
         except Exception as e:
             if self.fatal_bypass is not None and _compat.killed_by_bypass(e):
@@ -197,6 +202,57 @@ class Session:
                           self.fn.__module__, self.fn.__qualname__, self.calls, time.perf_counter() - t,
                           len(codes), sum(len(c.guarded_codes) for c in codes),
                           len(self.package.cache_entry().backend_ids))
+
+    def _record_variants(self) -> None:
+        """File each variant's guard facts under its serialized guard state as the
+        package records it (the ledger's per-variant pins), and note every code
+        object a compile traced."""
+        package, add_guarded, add_inlined = self.package, self.package.add_guarded_code, \
+            self.package.add_inlined_source
+        ledger, traced = self.ledger, self.traced_codes
+
+        def add_guarded_code(guards_state: Any, dynamo_code: Any, *args: Any, **kwargs: Any) -> Any:
+            ledger.bind(guards_state)
+            return add_guarded(guards_state, dynamo_code, *args, **kwargs)
+
+        def add_inlined_source(sources: Any, *args: Any, **kwargs: Any) -> Any:
+            traced.update(dict.fromkeys(sources))
+            return add_inlined(sources, *args, **kwargs)
+
+        package.add_guarded_code = add_guarded_code
+        package.add_inlined_source = add_inlined_source
+
+    @contextlib.contextmanager
+    def _dropped_identity_kept_at_run_time(self) -> Iterator[None]:
+        """The identity guards the default filter drops from the serialized copy
+        are dropped from this process's runtime guards too (Dynamo builds both from
+        one filtered list), so a second capture call with another function or
+        builtin would run the first one's graph. Put back as one lambda guard on
+        each new guard manager's root, as Dynamo checks them (an object's identity,
+        a function's code): the capture compiles a variant per value, which the
+        artifact tells apart by its pins. Patched only for this call."""
+        import torch._dynamo.guards as dynamo_guards
+
+        cls = dynamo_guards.CheckFunctionManager
+        real = cls.__init__
+        ledger = self.ledger
+
+        def __init__(manager: Any, *args: Any, **kwargs: Any) -> None:
+            # (f_code, output_graph, ...): the graph is let go before __init__ returns
+            graph = kwargs.get("output_graph", args[1] if len(args) > 1 else None)
+            real(manager, *args, **kwargs)
+            dropped = ledger.runtime_guards()
+            root = getattr(getattr(manager, "guard_manager", None), "root", None)
+            if dropped and root is not None and graph is not None:
+                check = _identity_check(dropped, graph.global_scope)
+                if check is not None:
+                    root.add_lambda_guard(check, ["the identity guards the artifact checks by pins"], None)
+
+        cls.__init__ = __init__
+        try:
+            yield
+        finally:
+            cls.__init__ = real
 
     def _watch_bypasses(self) -> None:
         """Tell a bypassed frame that compiled nothing (served as plain Python)
@@ -293,6 +349,38 @@ class Session:
                 artifact = _compat.take_artifact(backend_id)
                 if artifact is not None:
                     self.artifacts[backend_id] = artifact
+
+
+def _identity_check(entries: list[Any], scope: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """One check of the frame's locals for the dropped identity guards ``entries``:
+    each source still holds the captured object (a function: its code)."""
+    import builtins
+    import types
+
+    from .guards import plain_expression
+
+    reads = []
+    for e in entries:
+        expr = e.orig_guard.originating_source.name
+        if not plain_expression(expr):
+            continue
+        read = eval(compile(f"lambda G, L: {expr}", "<guard>", "eval"), {"__builtins__": builtins})
+        value = e.value
+        by_code = e.guard_type == "CLOSURE_MATCH" and isinstance(value, types.FunctionType)
+        reads.append((read, value.__code__ if by_code else value, by_code))
+    if not reads:
+        return None
+
+    def check(f_locals: Any) -> bool:
+        try:
+            for read, want, by_code in reads:
+                got = read(scope, f_locals)
+                if (got.__code__ if by_code else got) is not want:
+                    return False
+        except Exception:  # noqa: BLE001 - a source that cannot be read: a miss, as in Dynamo
+            return False
+        return True
+    return check
 
 
 def _name_frames_torch_cannot(package: Any) -> None:

@@ -49,9 +49,7 @@ def summarize(session: Any, records: list[dict[str, Any]] | None = None) -> Prec
 
 
 def risky_reasons(session: Any, records: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """Risky dropped slot -> why. Only a standalone artifact checks pinned
-    bindings (its driver sees every call's locals), so under installed serving
-    a pinned registry read stays risky."""
+    """Risky dropped slot -> why: what has neither a check (a pin every serving
+    mode runs) nor a proof of invariance (identity.py)."""
     skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
-    standalone = _frames.serving_mode(records) == "standalone"
-    return session.ledger.risky(skip, pins_checked=standalone)
+    return session.ledger.risky(skip)

@@ -5,8 +5,10 @@
 # sections above, and each part uses only the parts joined before it:
 #
 #   common         decoding, imports, seeding module globals, this host's state
-#   pins           the bindings a frame's guards could not check (Dynamo-free
-#                  and standalone): registry entries, configs, process groups
+#   pins           the bindings a frame's guards could not check, checked by a
+#                  portable key (a function's fingerprint, a builtin's name, a
+#                  config's values, a process group's shape), and the code the
+#                  capture traced, checked unchanged at load
 #   graph_programs the compiled graphs from their programs (_GRAPHS)
 #   lean_checks    Dynamo-free frames: marshal'd code, generated guard checks
 #     or
@@ -216,6 +218,20 @@ def _pc_installed_forward():
         finally:
             set_eval_frame(prior)
     return forward
+
+
+def _pc_live_entry():
+    """The captured function as the serving process defines it, through the
+    wrappers a decorator puts under its name; None when its name holds none."""
+    fn = _pc_import(FN_MODULE)
+    for part in FN_QUALNAME.split("."):
+        fn = getattr(fn, part, None)
+    for _ in range(8):
+        if isinstance(fn, _types.FunctionType) and fn.__code__.co_name == FN_QUALNAME.rsplit(".", 1)[-1] \
+                and not getattr(fn, "__precompile_site__", False):
+            return fn
+        fn = getattr(fn, "__wrapped__", None)
+    return None
 
 
 def _pc_entry_function():

@@ -28,26 +28,57 @@ def _pc_install():
     import torch._dynamo.package as _package
 
     _pc_check_build()
+    _pc_check_traced(_pc_unpack(_TRACED))
     fn = _pc_entry_function()
     cache_entry = _pc_unpack(_PACKAGE)
     backends = _pc_backends()
+    pins = _pc_unpack(_VARIANT_PINS)
     try:
         for module_name in _PC_MINTED:
             _pc_minted(module_name, vars(_pc_import(module_name)))
         package = _package.CompilePackage(fn, cache_entry)
-        load_state = _package.load_guards_state
-        _package.load_guards_state = lambda blob: _pc_read_state(blob, load_state)
+        load_state, load_manager = _package.load_guards_state, _package.load_guard_manager
+        reading = []
+
+        def read_state(blob):
+            reading[:] = [_hashlib.sha256(blob).hexdigest()]
+            return _pc_read_state(blob, load_state)
+
+        def build_manager(state, target, scope):
+            manager = load_manager(state, target, scope)
+            frame_name, held = pins.get(reading[0], ("", []))
+            checks = _pc_pin_checks({"name": frame_name}, held, scope)
+            if checks is not None:
+                _pc_pin_guard(manager, checks, [expr for expr, _recipe in held])
+            return manager
+
+        _package.load_guards_state, _package.load_guard_manager = read_state, build_manager
         try:
             with _pc_captured_values():
                 package.install(backends)
         finally:
-            _package.load_guards_state = load_state
+            _package.load_guards_state, _package.load_guard_manager = load_state, load_manager
     except _PrecompileError:
         raise
     except Exception as e:
         _pc_fail(f"cannot install onto this process: {type(e).__name__}: {e}. A captured "
                  "source may have changed since capture; capture again")
     return fn
+
+
+def _pc_pin_guard(manager, checks, exprs):
+    """A variant's pins as one more guard of the manager Dynamo built for it: a
+    call whose bindings moved misses the variant, and the refusal names them."""
+    ok, why = checks
+
+    def check(f_locals):
+        try:
+            return bool(ok(f_locals))
+        except Exception:  # noqa: BLE001 - a binding that cannot be read: a miss
+            return False
+    root = manager.root if hasattr(manager, "root") else manager
+    root.add_lambda_guard(check, ["the bindings the artifact pins (PINNED_BINDINGS) still hold what "
+                                  "the capture compiled against: " + ", ".join(exprs)], None)
 
 
 def _pc_install_targets():

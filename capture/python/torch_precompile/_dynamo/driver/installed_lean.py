@@ -90,7 +90,7 @@ def _pc_entries(frame, scope, target):
         # the global-state guard is built on this host's thread count
         # (_pc_on_this_host); a moved count rebuilds every variant's checks
         threads[0] = _torch.get_num_threads()
-        built[:] = _pc_variants(frame, target, scope)
+        built[:] = _pc_with_variant_pins(frame, _pc_variants(frame, target, scope), scope)
 
     def guard(i):
         def check(f_locals):
@@ -135,6 +135,7 @@ def _pc_install():
     live fn; _PC_INSTALLED says what to do with a frame whose entries miss."""
     _pc_check_build()
     _pc_check_sources()
+    _pc_check_traced(_pc_unpack(_TRACED))
     frames = _pc_unpack(_FRAMES)
     graphs = _pc_graphs()
     for graph in graphs.values():

@@ -1,72 +1,208 @@
-# --- pins: the bindings a frame's guards could not check, checked by name ---
+# --- pins: the bindings a frame's guards could not check, checked by a portable key ---
+# An identity guard Dynamo cannot serialize (a function passed as an argument, a
+# builtin, a helper read off a module, a registry entry, a process group) becomes
+# a pin: (source expression, recipe). A function is checked by a fingerprint of
+# its code, defaults and closure, a builtin or class by its own qualified name, a
+# module by name, a configuration object by its values. Pins every variant of a
+# frame shares are checked once per call, before the variants (a miss refuses
+# naming the binding); a pin only some variants hold is part of those variants'
+# guards (it tells them apart, as the identity guard did).
 
-def _pc_pins(frame, scope):
-    """The frame's pinned bindings: dropped identity guards the artifact checks by
-    name (a registry entry must still hold the function it held at capture), by
-    the process group's shape (backend, world size, rank: the group itself is made
-    anew in every job) or by a config slot's value. Returns None or a callable
-    that raises naming the first binding that moved."""
-    pins = frame.get("pins") or []
-    if not pins:
+
+def _pc_spell(value, depth=0):
+    """A spelling of a default or closure value another process reproduces: a
+    literal by value, a function by its fingerprint, a module, class or builtin by
+    name, anything else by its type (what the trace reads of it, Dynamo guards)."""
+    kind = type(value)
+    if value is None or value is Ellipsis or kind in (bool, int, float, complex, str, bytes):
+        return f"{kind.__name__}:{value!r}"
+    if kind in (tuple, list):
+        return kind.__name__ + "(" + ",".join(_pc_spell(v, depth) for v in value) + ")"
+    if kind in (frozenset, set):
+        return kind.__name__ + "{" + ",".join(sorted(_pc_spell(v, depth) for v in value)) + "}"
+    if isinstance(value, _types.CodeType):
+        return "code:" + _pc_code_digest(value)
+    if isinstance(value, _types.FunctionType):
+        if depth > 3:  # a closure that holds itself: its name stands for it
+            return f"function:{value.__module__}.{value.__qualname__}"
+        return "function:" + _pc_fingerprint(value, depth + 1)
+    if isinstance(value, _types.ModuleType):
+        return "module:" + value.__name__
+    if isinstance(value, type):
+        return f"class:{value.__module__}.{value.__qualname__}"
+    if isinstance(value, _functools.partial):
+        return ("partial(" + _pc_spell(value.func, depth) + "," + _pc_spell(value.args, depth) + ","
+                + _pc_spell(tuple(sorted(value.keywords.items())), depth) + ")")
+    if isinstance(value, _types.MethodType):
+        owner = type(value.__self__)
+        return f"method:{owner.__module__}.{owner.__qualname__}:" + _pc_spell(value.__func__, depth)
+    if isinstance(value, (_torch.dtype, _torch.device)):
+        return f"{kind.__name__}:{value}"
+    key = _pc_builtin_key(value)
+    if key is not None:
+        return "builtin:" + repr(key)
+    return f"object:{kind.__module__}.{kind.__qualname__}"
+
+
+def _pc_code_digest(code):
+    """What a code object computes: bytecode, constants (nested code included),
+    names, arguments and flags; not its file name or line numbers."""
+    h = _hashlib.sha256()
+    for part in (code.co_name, getattr(code, "co_qualname", ""),
+                 repr((code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)),
+                 repr(code.co_names), repr(code.co_varnames), repr(code.co_freevars), repr(code.co_cellvars)):
+        h.update(part.encode() + b"\0")
+    h.update(code.co_code)
+    h.update(getattr(code, "co_exceptiontable", b""))
+    for const in code.co_consts:
+        h.update(b"\0" + _pc_spell(const).encode())
+    return h.hexdigest()[:32]
+
+
+def _pc_fingerprint(fn, depth=0):
+    """A Python function's portable fingerprint: its module and qualified name,
+    its code, defaults and closure values (_pc_spell)."""
+    cells = []
+    for cell in fn.__closure__ or ():
+        try:
+            cells.append(_pc_spell(cell.cell_contents, depth))
+        except ValueError:  # an empty cell
+            cells.append("<empty>")
+    text = "|".join([str(fn.__module__), fn.__qualname__, _pc_code_digest(fn.__code__),
+                     _pc_spell(fn.__defaults__, depth),
+                     _pc_spell(tuple(sorted((fn.__kwdefaults__ or {}).items())), depth), *cells])
+    return _hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _pc_builtin_key(value):
+    """A builtin's own name (not where it was found): its type, module, qualified
+    name and the class or module it belongs to; None for anything else, and for a
+    builtin bound to an instance, whose instance no name reaches."""
+    kind = type(value).__name__
+    if kind in ("OpOverload", "OpOverloadPacket") and type(value).__module__ == "torch._ops":
+        return (kind, None, repr(value), None)
+    if kind not in ("builtin_function_or_method", "method_descriptor", "wrapper_descriptor",
+                    "getset_descriptor", "member_descriptor", "classmethod_descriptor",
+                    "method-wrapper"):
         return None
-    import builtins as _builtins
-
-    checks = []
-    for expr, recipe, *partial in pins:
-        if recipe[0] == "process_group":
-            checks.append(_pc_group_check(frame, expr, recipe))
-            continue
-        if recipe[0] == "config":
-            checks.append(_pc_config_check(frame, recipe))
-            continue
-        read = eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins})
-        if partial and partial[0]:  # only some variants read it: unreadable here, not checked
-            read = _pc_partial(read)
-        test = _PC_PIN_TESTS.get(recipe[0], _pc_identity_test)(frame, expr, recipe)
-        checks.append(_pc_read_check(read, test))
-
-    def check(f_locals):
-        for one in checks:
-            one(scope, f_locals)
-    return check
+    owner = getattr(value, "__objclass__", None) or getattr(value, "__self__", None)
+    if owner is None or isinstance(owner, _types.ModuleType):
+        home = getattr(owner, "__name__", None)
+    elif isinstance(owner, type):
+        home = f"{owner.__module__}.{owner.__qualname__}"
+    else:
+        return None
+    return (kind, getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+            or getattr(value, "__name__", None), home)
 
 
-class _PcUnread(Exception):
-    """A partial pin's source is not there on this call: nothing to check."""
+def _pc_named(value):
+    """How a refusal names what a binding holds."""
+    if isinstance(value, _types.FunctionType):
+        return f"the function {value.__module__}.{value.__qualname__}"
+    key = _pc_builtin_key(value)
+    if key is not None:
+        return f"the builtin {_pc_builtin_name(key)}"
+    if isinstance(value, type):
+        return f"the class {value.__module__}.{value.__qualname__}"
+    if isinstance(value, _types.ModuleType):
+        return f"the module {value.__name__}"
+    if value is _PC_GONE:
+        return "nothing readable"
+    return f"a {type(value).__module__}.{type(value).__qualname__}"
 
 
-# What a pinned binding that can no longer be read holds: it has moved.
-_PC_GONE = object()
+def _pc_builtin_name(key):
+    kind, module, qualname, home = key
+    if kind in ("OpOverload", "OpOverloadPacket"):
+        return f"torch.ops.{qualname}"
+    return f"{home or module}.{str(qualname).rsplit('.', 1)[-1]}"
 
 
-def _pc_partial(read):
-    def partial(scope, f_locals):
-        try:
-            return read(scope, f_locals)
-        except Exception as e:  # noqa: BLE001 - the call takes a variant that never read it
-            raise _PcUnread() from e
-    return partial
+def _pc_spelled_slot(expr):
+    import re as _re
+
+    return _re.sub(r"\bL\[(['\"])(.*?)\1\]", r"\2", expr)
 
 
-def _pc_read_check(read, test):
-    """One pin's check: ``test(value)`` is None while the binding holds what the
-    capture compiled against, else the refusal. A binding that cannot be read (or
-    whose test fails on it) has moved; one a partial pin's variant never read is
-    not checked."""
-    def check(scope, f_locals):
-        try:
-            value = read(scope, f_locals)
-        except _PcUnread:
-            return
-        except Exception:  # noqa: BLE001 - a binding that is gone has moved
-            value = _PC_GONE
-        try:
-            why = test(value)
-        except Exception:  # noqa: BLE001 - what the test could not read has moved
-            why = test(_PC_GONE)
-        if why:
-            _pc_fail(why)
-    return check
+# A pin's recipe kind -> (test maker, fast condition): the maker returns
+# test(value) -> None (holds what the capture compiled against) or the refusal;
+# the fast condition, over the value ``v`` and the last verified objects O/C/D,
+# skips the test on a call that reads what the last one verified.
+def _pc_code_test(frame, expr, recipe):
+    """A Python function (an argument, a helper read off a module, a method read
+    off a class, a lambda, a closure): the same code, defaults and closure values."""
+    _kind, module, qualname, fingerprint = recipe
+    slot = _pc_spelled_slot(expr)
+
+    def test(fn):
+        # a TorchScript function: Dynamo traces its Python function (captured under PYTORCH_JIT=0)
+        fn = getattr(fn, "_torchdynamo_inline", fn)
+        if not isinstance(fn, _types.FunctionType):
+            return (f"{slot} holds {_pc_named(fn)}, and {frame['name']!r} was captured with the "
+                    f"function {module}.{qualname} there; capture again with this value")
+        if _pc_fingerprint(fn) == fingerprint:
+            return None
+        if (fn.__module__, fn.__qualname__) == (module, qualname):
+            return (f"{module}.{qualname} (read at {slot}) changed since the capture: its code, "
+                    f"defaults or closure differ from those {frame['name']!r} was compiled with; "
+                    "capture again")
+        return (f"{slot} holds {_pc_named(fn)}, and {frame['name']!r} was captured with "
+                f"{module}.{qualname} there; capture again with this function")
+    return test
+
+
+def _pc_builtin_test(frame, expr, recipe):
+    """A builtin (torch.relu passed as an argument, len in the builtins dict,
+    torch.nn.functional.gelu read off its module): the same builtin, by its own
+    name, whatever a module attribute now holds."""
+    key = tuple(recipe[1])
+    slot = _pc_spelled_slot(expr)
+    why = (f"{slot} holds {{}}, and {frame['name']!r} was captured with the builtin "
+           f"{_pc_builtin_name(key)} there (a patch or another argument changed it); capture "
+           "again with this value")
+    return lambda value: None if _pc_builtin_key(value) == key else why.format(_pc_named(value))
+
+
+def _pc_class_test(frame, expr, recipe):
+    """A class: its own module and qualified name, and the one they import (a
+    builtin type by where the types module names it), by identity."""
+    _kind, module, qualname, home, path = recipe
+    slot = _pc_spelled_slot(expr)
+
+    def test(cls):
+        if (isinstance(cls, type) and (cls.__module__, cls.__qualname__) == (module, qualname)
+                and cls is _pc_make(("attr", home, path), f"the class {module}.{qualname}")):
+            return None
+        return (f"{slot} holds {_pc_named(cls)}, and {frame['name']!r} was captured with the class "
+                f"{module}.{qualname} there; capture again with this value")
+    return test
+
+
+def _pc_module_test(frame, expr, recipe):
+    name = recipe[1]
+    slot = _pc_spelled_slot(expr)
+
+    def test(module):
+        if isinstance(module, _types.ModuleType) and module is _sys.modules.get(name):
+            return None
+        return (f"{slot} holds {_pc_named(module)}, and {frame['name']!r} was captured with the "
+                f"module {name} there; capture again with this value")
+    return test
+
+
+def _pc_code_object_test(frame, expr, recipe):
+    _kind, qualname, digest = recipe
+    why = (f"{_pc_spelled_slot(expr)} no longer holds the code of {qualname} that "
+           f"{frame['name']!r} was captured with (it changed since the capture); capture again")
+    return lambda code: None if isinstance(code, _types.CodeType) and _pc_code_digest(code) == digest else why
+
+
+def _pc_singleton_test(frame, expr, recipe):
+    want = {"None": None, "True": True, "False": False, "Ellipsis": Ellipsis}[recipe[1]]
+    why = (f"{_pc_spelled_slot(expr)} is not {recipe[1]}, which {frame['name']!r} was captured "
+           "with; capture again with this value")
+    return lambda value: None if value is want else why
 
 
 def _pc_identity_test(frame, expr, recipe):
@@ -106,17 +242,6 @@ def _pc_values_test(frame, expr, recipe):
                         "capture again with this configuration")
         return None
     return test
-
-
-def _pc_named_test(frame, expr, recipe):
-    """A function made inside another (a factory's product): the slot must hold one
-    with the captured module and qualified name."""
-    _kind, module, qualname = recipe
-    why = (f"{expr} no longer holds a function named {module}.{qualname}, what the capture "
-           f"compiled {frame['name']!r} against (a registration or setting changed it); capture "
-           "again with this configuration")
-    return lambda fn: None if (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)) \
-        == (module, qualname) else why
 
 
 def _pc_wrapper_test(frame, expr, recipe):
@@ -164,9 +289,160 @@ def _pc_spelled_test(frame, expr, recipe):
     return lambda value: None if value is not _PC_GONE and repr(value) == text else why
 
 
-# A pin's recipe kind -> the test of its binding (anything else: by identity)
-_PC_PIN_TESTS = {"values": _pc_values_test, "named": _pc_named_test, "wrapper": _pc_wrapper_test,
-                 "optimizer": _pc_optimizer_test, "spelled": _pc_spelled_test}
+# kind -> (test maker, fast condition or None: always tested)
+_PC_PIN_TESTS = {
+    "code": (_pc_code_test, "v is O[{i}] and v.__code__ is C[{i}] and v.__defaults__ is D[{i}]"),
+    "builtin": (_pc_builtin_test, "v is O[{i}]"),
+    "class": (_pc_class_test, "v is O[{i}]"),
+    "module": (_pc_module_test, "v is O[{i}]"),
+    "singleton": (_pc_singleton_test, None),
+    "code_object": (_pc_code_object_test, "v is O[{i}]"),
+    "attr": (_pc_identity_test, None),
+    "values": (_pc_values_test, None),
+    "wrapper": (_pc_wrapper_test, None),
+    "optimizer": (_pc_optimizer_test, None),
+    "spelled": (_pc_spelled_test, None),
+}
+
+# What a pinned binding that can no longer be read holds: it has moved.
+_PC_GONE = object()
+
+
+def _pc_pin_checks(frame, pins, scope):
+    """(ok, why) for a list of pins: ``ok(f_locals)`` is True while every binding
+    holds what the capture compiled against (checked fast against the objects the
+    last call verified), ``why(f_locals)`` names the first that does not (None if
+    all hold). None when there is nothing to check."""
+    if not pins:
+        return None
+    import builtins as _builtins
+
+    reads, tests, lines, prefixes = [], [], [], {}
+    unset = object()  # what no read returns: the first call of each pin takes its test
+    state = {"O": [unset] * len(pins), "C": [unset] * len(pins), "D": [unset] * len(pins)}
+    for i, (expr, recipe) in enumerate(pins):
+        if recipe[0] == "process_group":
+            reads.append(None)
+            tests.append(_pc_group_check(frame, expr, recipe))
+            lines.append(f"    if S({i}, None, L, G) is not None: return False")
+            continue
+        if recipe[0] == "config":
+            reads.append(None)
+            tests.append(_pc_config_check(frame, recipe))
+            lines.append(f"    if S({i}, None, L, G) is not None: return False")
+            continue
+        if recipe[0] not in _PC_PIN_TESTS:
+            _pc_fail(f"the artifact checks {expr} by a recipe this driver does not know "
+                     f"({recipe[0]!r}); load it with the torch_precompile that wrote it")
+        make, fast = _PC_PIN_TESTS[recipe[0]]
+        reads.append(eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins}))
+        tests.append(make(frame, expr, recipe))
+        lines.append(f"    v = {_pc_shared_reads(expr, lines, prefixes)}")
+        held = f"not ({fast.format(i=i)}) and " if fast else ""
+        lines.append(f"    if {held}S({i}, v, L, G) is not None: return False")
+
+    def settle(i, value, f_locals, scope_):
+        """The slow path of pin i: test it, remember what passed, else say why."""
+        if reads[i] is None:  # a process group or config slot: its check raises
+            try:
+                tests[i](scope_, f_locals)
+            except _PrecompileError as e:
+                return str(e)
+            return None
+        try:
+            why = tests[i](value)
+        except Exception:  # noqa: BLE001 - what the test could not read has moved
+            why = tests[i](_PC_GONE)
+        if why is None:
+            state["O"][i], state["C"][i] = value, getattr(value, "__code__", None)
+            state["D"][i] = getattr(value, "__defaults__", None)
+        return why
+
+    source = "def ok(L, G, O=O, C=C, D=D, S=S):\n" + "\n".join(lines) + "\n    return True\n"
+    ns = {"S": settle, **state}
+    exec(compile(source, f"<pins of {frame['name']}>", "exec"), ns)
+    fast_ok = ns["ok"]
+
+    def ok(f_locals):
+        try:
+            return fast_ok(f_locals, scope)
+        except Exception:  # noqa: BLE001 - a binding that cannot be read: why() names it
+            return False
+
+    def why(f_locals):
+        for i, read in enumerate(reads):
+            if read is None:
+                reason = settle(i, None, f_locals, scope)
+            else:
+                try:
+                    value = read(scope, f_locals)
+                except Exception:  # noqa: BLE001 - a binding that is gone has moved
+                    value = _PC_GONE
+                reason = settle(i, value, f_locals, scope)
+            if reason is not None:
+                return reason
+        return None
+    return ok, why
+
+
+def _pc_shared_reads(expr, lines, prefixes):
+    """``expr`` as the generated check reads it: each attribute or item step off G
+    or L read once per call into a local (``G['torch'].nn`` of ten pins is one
+    read, appended to ``lines``), the last step off that local."""
+    import ast as _ast
+
+    node = _ast.parse(expr, mode="eval").body
+    chain = []
+    while isinstance(node, (_ast.Attribute, _ast.Subscript)):
+        chain.append(node)
+        node = node.value
+    if not (isinstance(node, _ast.Name) and node.id in ("G", "L")) or not chain:
+        return expr
+
+    def tail(step):  # ".attr" or "[key]": the step's own text after its base's
+        return _ast.unparse(step)[len(_ast.unparse(step.value)):]
+
+    base = node.id
+    for step in reversed(chain[1:]):
+        text = _ast.unparse(step)
+        if text not in prefixes:
+            prefixes[text] = f"p{len(prefixes)}"
+            lines.append(f"    {prefixes[text]} = {base}{tail(step)}")
+        base = prefixes[text]
+    return base + tail(chain[0])
+
+
+def _pc_pins(frame, scope):
+    """The checks every variant of the frame shares: None, or a callable of the
+    call's locals that raises naming the first binding that moved."""
+    checks = _pc_pin_checks(frame, frame.get("pins") or [], scope)
+    if checks is None:
+        return None
+    ok, why = checks
+
+    def check(f_locals):
+        if not ok(f_locals):
+            reason = why(f_locals)
+            if reason is not None:
+                _pc_fail(reason)
+    return check
+
+
+def _pc_with_variant_pins(frame, variants, scope):
+    """Each variant's (check, explain, code) with the pins only that variant holds
+    made part of its guards (frame["variant_pins"], in variant order)."""
+    per_variant = frame.get("variant_pins") or [[] for _ in variants]
+    out = []
+    for (check, explain, code), pins in zip(variants, per_variant):
+        checks = _pc_pin_checks(frame, pins, scope)
+        if checks is None:
+            out.append((check, explain, code))
+            continue
+        ok, why = checks
+        out.append((lambda f_locals, ok=ok, check=check: ok(f_locals) and check(f_locals),
+                    lambda f_locals, why=why, explain=explain: why(f_locals) or explain(f_locals),
+                    code))
+    return out
 
 
 def _pc_group_check(frame, expr, recipe):
@@ -224,3 +500,46 @@ def _pc_config_check(frame, recipe):
             _pc_fail(f"{module}.{key} is {got!r}, the capture of {frame['name']!r} ran with "
                      f"{want!r}; set it back or capture again with this setting")
     return check
+
+
+def _pc_live_functions(module, qualname):
+    """The functions a module's qualified name reaches in this process: through
+    static and class methods, a property's accessors and functools.wraps wrappers."""
+    obj = _pc_import(module)
+    for part in qualname.split("."):
+        obj = _inspect.getattr_static(obj, part)
+    stack, out = [obj], []
+    while stack and len(out) < 8:
+        obj = stack.pop()
+        if isinstance(obj, (staticmethod, classmethod)):
+            stack.append(obj.__func__)
+        elif isinstance(obj, property):
+            stack.extend(f for f in (obj.fget, obj.fset, obj.fdel) if f is not None)
+        elif isinstance(obj, _types.FunctionType):
+            out.append(obj)
+            if hasattr(obj, "__wrapped__"):
+                stack.append(obj.__wrapped__)
+        elif hasattr(obj, "__wrapped__"):
+            stack.append(obj.__wrapped__)
+        elif hasattr(obj, "_torchdynamo_inline"):  # a TorchScript function: Dynamo traces its Python
+            stack.append(obj._torchdynamo_inline)
+    return out
+
+
+def _pc_check_traced(traced):
+    """Refuse when code the capture traced changed since (an edited helper, a method
+    rebound on its class, a library patched in place): the graphs and transformed
+    bytecode encode the captured code. (module, qualname, code digest) per function."""
+    main = getattr(_sys.modules.get("__main__"), "__file__", None)
+    main = _os.path.realpath(main) if isinstance(main, str) else None
+    for module, qualname, digest in traced:
+        if module == "__main__" and main != globals().get("MAIN_SCRIPT"):
+            continue  # another script: what it passes arrives as a value, checked by its pin
+        try:
+            live = _pc_live_functions(module, qualname)
+        except (AttributeError, _PrecompileError) as e:
+            _pc_fail(f"{module}.{qualname}, whose code the capture traced, cannot be found here "
+                     f"({type(e).__name__}: {e}); it changed since the capture: capture again")
+        if not any(_pc_code_digest(fn.__code__) == digest for fn in live):
+            _pc_fail(f"{module}.{qualname} changed since the capture (its code is not the code "
+                     "the capture traced and compiled); capture again")

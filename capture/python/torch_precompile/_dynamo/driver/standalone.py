@@ -36,11 +36,27 @@ class _PcStandalone:
     def __init__(self):
         _pc_check_build()
         self.frames = _pc_unpack(_FRAMES)
-        self.binding = _pc_unpack(_ENTRY_BINDING)
+        self.binding = self.live_binding(next(f for f in self.frames if f["entry"]))
         self.graphs = _pc_graphs()
         graphs_text = repr(globals().get("_GRAPHS")) + globals().get("_BACKENDS", "")
         self.tag = _hashlib.sha256((_FRAMES + graphs_text).encode()).hexdigest()[:16]
         self.scopes = {}
+
+    def live_binding(self, entry):
+        """The serving process's defaults of the captured function: a call that omits
+        an argument binds what this process's function says, as eager does, never
+        what the capture's said. The function must be the captured code."""
+        captured = _pc_unpack(_ENTRY_BINDING)
+        fn = _pc_live_entry()
+        if fn is None:
+            if captured["defaults"] or captured["kwdefaults"]:
+                _pc_fail(f"{FN_MODULE}.{FN_QUALNAME} is not a function in this process, so the "
+                         "defaults of its arguments cannot be read; serve it where its module defines it")
+            return {"defaults": None, "kwdefaults": None}
+        if _pc_code_digest(fn.__code__) != _pc_code_digest(_pc_code(entry["code"])):
+            _pc_fail(f"{FN_MODULE}.{FN_QUALNAME} changed since the capture (its code is not the "
+                     "code the capture compiled); capture again")
+        return {"defaults": fn.__defaults__, "kwdefaults": fn.__kwdefaults__}
 
     def refuse_held_names(self):
         """Refuse before seeding anything: a resume name held by anything but this
@@ -88,7 +104,22 @@ class _PcStandalone:
                         self.binding if frame["entry"] else None).dispatcher()
 
     def entry(self):
-        """Bind every continuation under its resume names; returns the entry's dispatcher."""
+        """Bind every continuation under its resume names; returns the entry's
+        dispatcher, which checks at its first call that the code the capture traced
+        is unchanged (by then the serving process has imported and set up what it
+        runs: a method rebound on its class before the first call is seen)."""
+        dispatch = self.bind_frames()
+        unchecked = [_pc_unpack(_TRACED)]
+
+        def forward(*args, **kwargs):
+            if unchecked:
+                _pc_check_traced(unchecked[0])
+                unchecked.clear()
+            return dispatch(*args, **kwargs)
+        forward.__name__ = getattr(dispatch, "__name__", "forward")
+        return forward
+
+    def bind_frames(self):
         self.refuse_held_names()
         entry = None
         for frame in self.frames:
@@ -111,7 +142,7 @@ class _PcFrame:
         self.frame, self.target, self.scope = frame, target, scope
         self.defaults = binding["defaults"] if binding else None
         self.kwdefaults = binding["kwdefaults"] if binding else None
-        self.variants = _pc_variants(frame, target, scope)
+        self.variants = _pc_with_variant_pins(frame, _pc_variants(frame, target, scope), scope)
         # the global-state guards were built on this thread count (_pc_on_this_host)
         self.threads = _torch.get_num_threads()
         cells = tuple(_types.CellType() for _ in target.co_freevars) or None
@@ -132,7 +163,8 @@ class _PcFrame:
         moved since they were built for it, else refuse naming the failed guards."""
         if _torch.get_num_threads() != self.threads:
             self.threads = _torch.get_num_threads()
-            self.variants = _pc_variants(self.frame, self.target, self.scope)
+            self.variants = _pc_with_variant_pins(self.frame, _pc_variants(self.frame, self.target, self.scope),
+                                                  self.scope)
             bound[:] = self.bind(closure)
             return self.call(bound, closure, args, kwargs)
         _pc_fail(
