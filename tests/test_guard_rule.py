@@ -28,8 +28,14 @@ from test_multirank import CLI, cold, env_for
 
 TESTS = Path(__file__).resolve().parent
 
-# Cases the capture refuses by design (identity.py: refused), with the reason's words.
-REFUSED_AT_CAPTURE: dict[str, str] = {}
+
+def refused_by_design(case: str, error: str) -> bool:
+    """Whether a capture's refusal of a case is one this torch makes by design: 2.11
+    cannot read back a guard on a default reached through another function."""
+    import torch
+
+    return (torch.__version__.startswith("2.11") and case.endswith("_default")
+            and "cannot read back a guard on a function's default argument" in error)
 
 CAPTURE = r"""
 import json, sys, torch, torch_precompile as tp
@@ -138,7 +144,7 @@ def _check(captured: dict, served: dict[str, dict], entries: list, what: str) ->
     for name, case, mode, _shape in entries:
         c = captured[name]
         if not c["captured"]:
-            if not any(k == case and v in c["error"] for k, v in REFUSED_AT_CAPTURE.items()):
+            if not refused_by_design(case, c["error"]):
                 problems.append(f"{name}: refused at capture: {c['error']}")
             continue
         if not c["same"]:
@@ -175,12 +181,16 @@ def test_capture_api_every_kind_and_shape(variants: dict[str, Path], tmp_path: P
                                   second=guard_cases.VALUE_SHAPES), env=env, timeout=1500)
     r.check()
     captured = _results(r.stdout)
-    # the modes really are the four: Dynamo-free or not, standalone or installed
+    # the modes really are standalone or installed, and the *dynamo ones served through
+    # Dynamo (the others Dynamo-free wherever this torch's guards have a source form)
+    lean = {mode: 0 for mode in guard_cases.MODES}
     for name, _case, mode, _shape in entries:
         c = captured[name]
         if c["captured"]:
             assert c["serving"] == ("installed" if mode.startswith("installed") else "standalone"), (name, c)
-            assert c["lean"] is (mode in ("standalone", "installed")), (name, c)
+            assert not (c["lean"] and mode.endswith("dynamo")), (name, c)
+            lean[mode] += c["lean"]
+    assert lean["standalone"] and lean["installed"], lean
     served = {}
     for variant in ("B", "A"):
         journal = tmp_path / f"journal-{variant}.jsonl"
@@ -207,6 +217,8 @@ results = {}
 def call(compiled, fn, args, kwargs):
     ref = fn(x, *args, **kwargs)
     try:
+        if isinstance(compiled, Exception):
+            raise compiled
         y = compiled(x, *args, **kwargs)
         return ("served" if torch.allclose(y, ref) else "WRONG"), "", ref
     except Exception as e:
@@ -215,7 +227,10 @@ def call(compiled, fn, args, kwargs):
 
 for name, case, shape in entries:
     fn = getattr(g, name)
-    compiled = torch.compile(fn, backend="eager")   # one site per function
+    try:   # one site per function; a site with no pair is refused here, locked down
+        compiled = torch.compile(fn, backend="eager")
+    except Exception as e:
+        compiled = e
     outcome, why, ref = call(compiled, fn, *getattr(g, "ARGS_" + case)())
     results[name] = dict(outcome=outcome, why=why, ref=ref.tolist())
     if shape in second:
@@ -234,16 +249,23 @@ def test_torch_compile_sites_every_kind_and_shape(variants: dict[str, Path], tmp
     script = tmp_path / "gv_sites.py"
     script.write_text(SITES)
 
+    stderr = {}
+
     def run(variant: str, *cli: str, env: dict[str, str]) -> dict:
         p = subprocess.run([str(CLI), "run", *cli, "--", sys.executable, str(script), str(variants[variant]), todo, second],
                            env={**env, "GV_TAG": "1"}, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]
+        stderr[variant] = p.stderr
         return _results(p.stdout)
 
     captured_runs = run("A", "--capture", "sites", env=env_for(tmp_path))
     index = json.loads((tmp_path / "sites" / "index.json").read_text())["sites"]
     pairs = {site.split("@")[0] for site in index}
-    captured = {name: dict(captured=name in pairs, error="no pair written",
+
+    def why_not(name: str) -> str:   # the capture's one line on a site it did not keep
+        return " ".join(line for line in stderr["A"].splitlines() if f"{name}@" in line) or "no pair written"
+
+    captured = {name: dict(captured=name in pairs, error=why_not(name),
                            same=r["outcome"] == "served" and r.get("second", "served") == "served",
                            ref=r["ref"]) for name, r in captured_runs.items()}
     served = {}
@@ -254,3 +276,48 @@ def test_torch_compile_sites_every_kind_and_shape(variants: dict[str, Path], tmp
                               env=cold(tmp_path / variant))
         assert read_journal(journal) == [], read_journal(journal)
     _check(captured, served, entries, "torch.compile sites")
+
+
+def test_the_issue_examples_under_precompile_run(tmp_path: Path) -> None:
+    """A function, a builtin, an entry default, a helper edited, a torch function
+    patched, a flex_attention score_mod: each served with the captured value, and
+    refused by name with another (never the capture's answer)."""
+    if not CLI.exists():
+        pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    app = TESTS / "guard_examples_app.py"
+
+    import torch
+
+    # torch 2.11 cannot read back the guards of a flex_attention score_mod: the capture
+    # refuses that site (checked below) and the serving runs leave it out
+    old = torch.__version__.startswith("2.11")
+    stderr = []
+
+    def run(values: str, *cli: str, env: dict[str, str]) -> dict:
+        extra = {"GV_NO_FLEX": "1"} if old and "--serve" in cli else {}
+        p = subprocess.run([str(CLI), "run", *cli, "--", sys.executable, str(app), "3"],
+                           env={**env, "GV_VALUES": values, **extra}, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=900)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]
+        stderr.append(p.stderr)
+        return json.loads(next(line for line in p.stdout.splitlines() if line.startswith("RESULT "))[7:])
+
+    captured = run("A", "--capture", "sites", env=env_for(tmp_path))
+    assert set(captured.values()) == {"served"}, captured
+    if old:
+        assert "rebuilds one of these guards only inside a trace" in stderr[0], stderr[0][-3000:]
+        del captured["score_mod"]
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    journal = tmp_path / "journal.jsonl"
+    serve = ("--serve", "sites", "--lockdown", "--strict", "--journal", str(journal))
+    assert run("A", *serve, env=cold(tmp_path / "A")) == {k: "served" for k in captured}
+    b = run("B", *serve, env=cold(tmp_path / "B"))
+    assert read_journal(journal) == [], read_journal(journal)
+    assert "f holds the function __main__.cube" in b["function"], b
+    assert "f holds the builtin torch.tanh" in b["builtin"], b
+    assert "L['k'] == 2.0" in b["default"], b
+    assert "__main__.scaled changed since the capture" in b["helper"], b
+    assert "G['F'].gelu holds the function __main__.fused_gelu" in b["patched"], b
+    if not old:
+        assert "__main__.alibi" in b["score_mod"] and "relative_bias" in b["score_mod"], b

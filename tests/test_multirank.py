@@ -62,14 +62,18 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert r["equal"] == {"step_ar": True, "step_rank": True, "step_env": True}, r
         assert "c10d.allreduce_" in r["makefx"] and "DynamoTracer" in r["makefx"], r
         assert not (out / f"makefx.{r['rank']}.py").exists()
-        assert "ID_MATCH G['dist'].group.WORLD (holds a process group" in r["installed"], r
-        assert not (out / f"installed.{r['rank']}.py").exists()
+        assert r["installed"] == "captured", r   # its pins check the process group
         assert "argument 0 is a DistributedDataParallel-wrapped module" in r["ddp"], r
         assert "DynamoTracer" in r["ddp"] and "ddp.module" in r["ddp"], r
         assert not (out / f"ddp_makefx.{r['rank']}.py").exists()
-    for name in ("step_ar", "step_rank"):
+    for name in ("step_ar", "step_rank", "installed"):
         for rank in (0, 1):
             assert (out / f"{name}.{rank}.py").exists() and (out / f"{name}.{rank}.cache").exists()
+    from torch_precompile._artifact import read_metadata
+
+    ns = read_metadata((out / "installed.1.py").read_text())
+    assert ns["SERVING_MODE"] == "installed" and ns["RISKY_DROPPED_GUARDS"] == [], ns
+    assert "process group backend=gloo world_size=2 rank=any" in dict(map(tuple, ns["PINNED_BINDINGS"])).values()
     return out
 
 
@@ -101,10 +105,12 @@ def test_capture_writes_checked_process_group_recipes(pairs: Path) -> None:
     # whose frame is compiled and installed; nothing in it reads the rank or a group
     ns = read_metadata((pairs / "step_ddp.1.py").read_text())
     assert ns["SERVING_MODE"] == "installed" and ("forward", "compiled", 1) in ns["FRAMES"], ns["FRAMES"]
-    assert ns["RISKY_DROPPED_GUARDS"] == [] and ns["PINNED_BINDINGS"] == [], ns
+    assert ns["RISKY_DROPPED_GUARDS"] == [], ns
+    assert not any("process group" in what for _expr, what in ns["PINNED_BINDINGS"]), ns["PINNED_BINDINGS"]
     # os.environ['RANK'] is a read of the rank too, with no group guard to carry it
     pinned = dict(map(tuple, read_metadata((pairs / "step_env.1.py").read_text())["PINNED_BINDINGS"]))
-    assert pinned == {"<default process group>": "process group backend=gloo world_size=2 rank=1"}, pinned
+    groups = {expr: what for expr, what in pinned.items() if "process group" in what}
+    assert groups == {"<default process group>": "process group backend=gloo world_size=2 rank=1"}, pinned
 
 
 @pytest.mark.slow
@@ -121,6 +127,7 @@ def test_fresh_two_rank_job_serves_locked_down(pairs: Path, tmp_path: Path) -> N
         assert r["ddp_grads"] is True, r  # rank 0's training step: DDP's loss and gradients
         # rank 0's pair of the step over DDP: served from the installed forward, equal to DDP
         assert r["ddp"] == {"installed": True, "forward_entries": 1, "loss": True, "grads": True}, r
+        assert r["installed"] is True, r   # this rank's installed pair, its group pinned
         other = r["refusals"]["other_rank"]
         assert f"this process is rank {r['rank']} " in other and f"captured on rank {1 - r['rank']}" in other, r
         assert f"captured on rank {1 - r['rank']}" in r["refusals"]["env_rank"], r

@@ -97,6 +97,11 @@ def fingerprint(fn: Any) -> str:
     return _driver_part()["_pc_fingerprint"](fn)
 
 
+def spell(value: Any) -> str:
+    """The driver's ``_pc_spell``: a value as another process spells it alike."""
+    return _driver_part()["_pc_spell"](value)
+
+
 def code_digest(code: Any) -> str:
     """The driver's ``_pc_code_digest``: what a code object computes."""
     return _driver_part()["_pc_code_digest"](code)

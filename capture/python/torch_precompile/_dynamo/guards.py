@@ -18,6 +18,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from .._compat import dynamo as _compat
 from . import identity, library_objects
+from .identity import CLASS_LEVEL as _CLASS_LEVEL
+from .identity import chain
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
 Slot = tuple[str, str]
@@ -415,15 +417,6 @@ _DICT_READS = ("DictGetItemSource", "DictSubclassGetItemSource", "GetItemSource"
 # class's MRO, a function's closure or defaults, a module's structure dicts.
 _FIXED_CONTAINERS = ("TypeDictSource", "TypeMROSource", "ClosureSource", "DefaultsSource")
 _STRUCTURE = frozenset({"_modules", "_parameters", "_buffers", "__dict__"})
-_CLASS_LEVEL = ("TypeSource", "TypeDictSource", "TypeMROSource")
-
-
-def _chain(src: Any) -> list[Any]:
-    """A source's steps, root first."""
-    out = [src]
-    while getattr(out[-1], "base", None) is not None:
-        out.append(out[-1].base)
-    return out[::-1]
 
 
 def _fixed_container(parent: Any) -> bool:
@@ -446,7 +439,7 @@ def risk(e: Any, arguments: str | None = None) -> str | None:
     (``model.__class__``, ``type(m).__dict__[...]``, an MRO entry, a method's
     closure cell or code). An entry of the frame's ``**kwargs`` (``arguments``) is an
     argument of the call, as a positional one is. A lint, not a proof."""
-    steps = _chain(e.orig_guard.originating_source)
+    steps = chain(e.orig_guard.originating_source)
     root = steps[0]
     if type(root).__name__ == "LocalSource" and root.local_name == "__nested_resume_fns":
         return None  # Dynamo's own list of generated continuations
@@ -478,7 +471,7 @@ def proof_of(e: Any) -> str:
     the same in every serving process: Dynamo's own bookkeeping, or a binding
     read off a class (fixed when the class was made; the class itself is a kept
     TYPE_MATCH, checked against the class its qualified name imports)."""
-    steps = _chain(e.orig_guard.originating_source)
+    steps = chain(e.orig_guard.originating_source)
     root = steps[0]
     if type(root).__name__ == "LocalSource" and root.local_name == "__nested_resume_fns":
         return "Dynamo's own list of the continuations it generated"
@@ -506,7 +499,7 @@ def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
     if not e.has_value or isinstance(e.value, types.ModuleType):
         return None
     r = recipe(e.value)
-    if r is None and any(type(s).__name__ in _CLASS_LEVEL for s in _chain(e.orig_guard.originating_source)):
+    if r is None and any(type(s).__name__ in _CLASS_LEVEL for s in chain(e.orig_guard.originating_source)):
         # made when its class was (a config class's field validators and their
         # annotations): told apart by name or spelling. Not a function an instance
         # slot holds, whose maker's arguments its name does not show.

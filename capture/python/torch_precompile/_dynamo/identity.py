@@ -17,10 +17,11 @@ it out of the serialized guards) is, for its value and source, exactly one of:
   qualified name (``torch.relu`` passed as an argument, ``len`` in the builtins
   dict, ``torch.nn.functional.gelu`` read off its module, so a patched function is
   seen); a class by its qualified name and identity; a module by name; None,
-  True, False, Ellipsis by identity;
+  True, False, Ellipsis by identity; a builtin method bound to an instance by its
+  name and the instance's class; a bound method or a partial guarded as a whole
+  by its function's fingerprint (and arguments as spelled);
 - **refused** at capture, naming the source and the remedy: a class made at run
-  time that no name reaches, a builtin bound to an instance, a bound method or a
-  partial guarded as a whole, or any of these read through an expression the
+  time that no name reaches, or any of these read through an expression the
   artifact cannot evaluate.
 
 Nothing that arrives as a value (an argument, a default, a closure cell, an
@@ -46,7 +47,7 @@ IDENTITY = frozenset({"ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH
                       "CLOSURE_MATCH", "BUILTIN_MATCH"})
 
 _SINGLETONS = {id(None): "None", id(True): "True", id(False): "False", id(Ellipsis): "Ellipsis"}
-_CLASS_LEVEL = ("TypeSource", "TypeDictSource", "TypeMROSource")
+CLASS_LEVEL = ("TypeSource", "TypeDictSource", "TypeMROSource")  # steps that read off a class
 # Dynamo's own code: locked to the torch the artifact checks it is served on.
 _DYNAMO_OWN = ("torch._dynamo", "torch._inductor")
 _DYNAMO_ALIASES = ("__import_torch_dot__dynamo", "__import_torch_dot__inductor")
@@ -136,7 +137,7 @@ def judge(e: Any) -> Verdict:
         r = minted.recipe(value) or builtin_recipe(value)  # types.NoneType: no builtins.NoneType
         if r is not None and r[0] == "attr":
             return _checked(expr, ("class", value.__module__, value.__qualname__, r[1], r[2]), "a class")
-        if any(_kind(s) in _CLASS_LEVEL for s in steps[1:]):
+        if any(_kind(s) in CLASS_LEVEL for s in steps[1:]):
             return Verdict(INVARIANT, f"the class {value.__qualname__} read off a class, fixed when "
                            "that class was made", None)
         return Verdict(REFUSED, f"holds the class {value.__module__}.{value.__qualname__}, made at run "
@@ -161,15 +162,21 @@ def judge(e: Any) -> Verdict:
     key = _builtin_key(value)
     if key is not None:
         return _checked(expr, ("builtin", key), "a builtin")
-    if _is_builtin(value):
-        owner = type(getattr(value, "__self__", None))
-        return Verdict(REFUSED, f"holds the builtin method {getattr(value, '__name__', value)!r} bound "
-                       f"to a {owner.__module__}.{owner.__qualname__} made at run time, which no "
-                       "serving process can name; pass the object and call the method inside fn",
-                       None)
-    what = "a bound method" if isinstance(value, types.MethodType) else "a functools.partial"
-    return Verdict(REFUSED, f"holds {what} guarded as a whole, which no serving process can check "
-                   "by name; pass the function and its arguments separately", None)
+    from .captured_values import fingerprint, spell
+
+    if _is_builtin(value):  # bound to an instance (random.random): its name and its class
+        owner = type(value.__self__)
+        return _checked(expr, ("bound_builtin", value.__name__, owner.__module__, owner.__qualname__),
+                        "a builtin method")
+    if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+        owner = type(value.__self__)
+        return _checked(expr, ("method", fingerprint(value.__func__), owner.__module__, owner.__qualname__,
+                               value.__func__.__qualname__), "a bound method")
+    if type(value).__name__ == "partial":
+        return _checked(expr, ("partial", spell(value)), "a functools.partial")
+    return Verdict(REFUSED, f"holds a {type(value).__module__}.{type(value).__qualname__} guarded as a "
+                   "whole, which no serving process can check by name; pass the function and its "
+                   "arguments separately", None)
 
 
 def _checked(expr: str, recipe: tuple[Any, ...], what: str) -> Verdict:
@@ -196,4 +203,10 @@ def describe(recipe: tuple[Any, ...]) -> str | None:
         return recipe[1]
     if kind == "code_object":
         return f"the code of {recipe[1]}"
+    if kind == "bound_builtin":
+        return f"the builtin method {recipe[1]} of a {recipe[2]}.{recipe[3]}"
+    if kind == "method":
+        return f"the method {recipe[4]} of a {recipe[2]}.{recipe[3]}"
+    if kind == "partial":
+        return "a functools.partial"
     return None

@@ -98,25 +98,53 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
     return lean
 
 
-def _read_guards_state(load: Any, blob: bytes, frame: str) -> Any:
+def _read_guards_state(load: Any, blob: bytes, frame: str, *, optimizers_as_saved: bool = True) -> Any:
     """Dynamo's guard state read back, as a serving process would. Its pickle prunes
     what it cannot save (tensors) and leaves a placeholder, which some classes'
-    ``__setstate__`` refuses: an optimizer whose state holds step tensors."""
+    ``__setstate__`` refuses: an optimizer whose state holds step tensors (restored
+    as saved for a Dynamo-free build, which reads nothing of its state; a serving
+    process that builds Dynamo's guards reads it as Dynamo does)."""
     try:
         from .captured_values import fsdp_modules_kept
 
-        with _optimizers_restored_as_saved(), fsdp_modules_kept():
+        restore = _optimizers_restored_as_saved() if optimizers_as_saved else contextlib.nullcontext()
+        with restore, fsdp_modules_kept():
             return load(blob)
     except Exception as e:  # noqa: BLE001 - any failure here is the same refusal
-        from .._errors import PrecompileError
+        raise _unreadable(frame, e) from e
 
-        raise PrecompileError(
-            f"capture: the guards Dynamo saved for frame {frame!r} cannot be read back "
-            f"({type(e).__name__}: {e}): they hold an object whose class rebuilds itself from "
-            "state Dynamo left out (a torch.optim optimizer with its step state, when "
-            "opt.step() runs inside fn). Keep that object out of the captured function: call "
-            "opt.step() and zero_grad() after it, outside the capture"
-        ) from e
+
+def _unreadable(frame: str, e: Exception) -> Exception:
+    import torch
+
+    from .._errors import PrecompileError
+
+    text = f"{type(e).__name__}: {e}"
+    head = (f"capture: the guards Dynamo saved for frame {frame!r} cannot be read back ({text}), "
+            "so no serving process could check them")
+    if "DefaultsSource" in text:
+        why = (f"torch {torch.__version__} cannot read back a guard on a function's default argument "
+               "read through another function; pass that value as an argument, or capture on torch 2.15")
+    elif "TracingContext" in text:
+        why = (f"torch {torch.__version__} rebuilds one of these guards only inside a trace (a "
+               "flex_attention score_mod on 2.11); capture on torch 2.15, or keep it out of fn")
+    else:
+        why = ("they hold an object whose class rebuilds itself from state Dynamo left out (a "
+               "torch.optim optimizer with its step state, when opt.step() runs inside fn). Keep "
+               "that object out of the captured function: call opt.step() and zero_grad() after "
+               "it, outside the capture")
+    return PrecompileError(f"{head}: {why}")
+
+
+def check_readable(records: list[dict[str, Any]]) -> None:
+    """Refuse at capture a variant whose guard state a serving process that builds
+    Dynamo's guards could not read back (that process would refuse at load)."""
+    from torch._dynamo.package import load_guards_state
+
+    for r in records:
+        if r["kind"] == _frames.COMPILED:
+            for blob, _body in r["variants"]:
+                _read_guards_state(load_guards_state, blob, r["name"], optimizers_as_saved=False)
 
 
 @contextlib.contextmanager

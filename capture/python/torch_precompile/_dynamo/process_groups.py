@@ -144,23 +144,23 @@ def judge(e: Any, rank_read: bool = True) -> tuple[str, tuple[str, tuple[Any, ..
     expr = e.orig_guard.originating_source.name
     if _is_group(value):
         return ("holds a process group made at run time, whose identity no serving process can "
-                "match; only a standalone artifact checks its backend, world size and rank instead",
+                "match; the artifact checks its backend, world size and rank instead",
                 (expr, group_recipe(value, rank_read)))
     name = _baked(value)
     if name is not None:
         c10d = _c10d()
         if not c10d.is_initialized():
             return None
-        return (f"Dynamo baked what torch.distributed.{name}() returned into the graph, which only "
-                "a standalone artifact checks against the live process group",
+        return (f"Dynamo baked what torch.distributed.{name}() returned into the graph, which "
+                "the artifact checks against the live process group",
                 (DEFAULT_GROUP, group_recipe(c10d._get_default_group(), rank_read or name in _READ_RANK)))
     key = overridden_slot(expr)
     if key is not None:
         module = dict((k, m) for m, k in CHECKED_CONFIG)[key]
         config = sys.modules.get(module)
         if config is not None:
-            return (f"reads the configuration slot {module}.{key} through its override, which only "
-                    "a standalone artifact checks by value",
+            return (f"reads the configuration slot {module}.{key} through its override, which "
+                    "the artifact checks by value",
                     (f"{module}.{key}", ("config", module, key, getattr(config, key))))
     return None
 
@@ -181,7 +181,7 @@ def rank_pin() -> tuple[str, tuple[str, tuple[Any, ...]]] | None:
     if c10d is None or not c10d.is_initialized():
         return None
     return ("the trace read this process's rank (os.environ or a process group) and Dynamo "
-            "baked it into the graph; only a standalone artifact checks it against the live "
+            "baked it into the graph; the artifact checks it against the live "
             "process group", (DEFAULT_GROUP, group_recipe(c10d._get_default_group(), True)))
 
 

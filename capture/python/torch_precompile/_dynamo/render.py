@@ -296,6 +296,10 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         lean = build(session, records, payloads, set(summary.policy_dropped_guards))
     except NotLean as e:
         why = str(e)
+    if lean is None:
+        from .lean import check_readable
+
+        check_readable(records)  # served through Dynamo's guards: each state must read back
     meta["DYNAMO_FREE"] = lean is not None
     if why is not None:
         meta["DYNAMO_FREE_REFUSED"] = why

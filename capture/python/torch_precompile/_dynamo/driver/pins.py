@@ -184,7 +184,10 @@ def _pc_module_test(frame, expr, recipe):
     slot = _pc_spelled_slot(expr)
 
     def test(module):
-        if isinstance(module, _types.ModuleType) and module is _sys.modules.get(name):
+        # by its name, and the one imported under it (torch.ops namespaces are
+        # modules no import names: their name alone)
+        if (isinstance(module, _types.ModuleType) and module.__name__ == name
+                and _sys.modules.get(name, module) is module):
             return None
         return (f"{slot} holds {_pc_named(module)}, and {frame['name']!r} was captured with the "
                 f"module {name} there; capture again with this value")
@@ -203,6 +206,47 @@ def _pc_singleton_test(frame, expr, recipe):
     why = (f"{_pc_spelled_slot(expr)} is not {recipe[1]}, which {frame['name']!r} was captured "
            "with; capture again with this value")
     return lambda value: None if value is want else why
+
+
+def _pc_bound_builtin_test(frame, expr, recipe):
+    """A builtin method bound to an instance (random.random on its module's Random):
+    the same method of an instance of the same class."""
+    _kind, name, module, qualname = recipe
+    why = (f"{_pc_spelled_slot(expr)} holds {{}}, and {frame['name']!r} was captured with the builtin "
+           f"method {name} of a {module}.{qualname} there; capture again with this value")
+
+    def test(value):
+        owner = type(getattr(value, "__self__", None))
+        if (type(value).__name__ == "builtin_function_or_method" and getattr(value, "__name__", None) == name
+                and (owner.__module__, owner.__qualname__) == (module, qualname)):
+            return None
+        return why.format(_pc_named(value))
+    return test
+
+
+def _pc_method_test(frame, expr, recipe):
+    """A bound method guarded as a whole: its function's fingerprint and the class of
+    the instance it is bound to (the instance's state, the trace guards as read)."""
+    _kind, fingerprint, module, qualname, name = recipe
+    why = (f"{_pc_spelled_slot(expr)} holds {{}}, and {frame['name']!r} was captured with the method "
+           f"{name} of a {module}.{qualname} there; capture again with this value")
+
+    def test(value):
+        owner = type(getattr(value, "__self__", None))
+        if (isinstance(value, _types.MethodType) and isinstance(value.__func__, _types.FunctionType)
+                and (owner.__module__, owner.__qualname__) == (module, qualname)
+                and _pc_fingerprint(value.__func__) == fingerprint):
+            return None
+        return why.format(_pc_named(value))
+    return test
+
+
+def _pc_partial_test(frame, expr, recipe):
+    """A functools.partial guarded as a whole: its function, arguments and keywords
+    as spelled (_pc_spell)."""
+    why = (f"{_pc_spelled_slot(expr)} holds another functools.partial than the one {frame['name']!r} "
+           "was captured with (its function or arguments differ); capture again with this value")
+    return lambda value: None if isinstance(value, _functools.partial) and _pc_spell(value) == recipe[1] else why
 
 
 def _pc_identity_test(frame, expr, recipe):
@@ -297,6 +341,9 @@ _PC_PIN_TESTS = {
     "module": (_pc_module_test, "v is O[{i}]"),
     "singleton": (_pc_singleton_test, None),
     "code_object": (_pc_code_object_test, "v is O[{i}]"),
+    "bound_builtin": (_pc_bound_builtin_test, "v is O[{i}]"),
+    "method": (_pc_method_test, "v.__func__ is C[{i}] and v.__self__ is D[{i}]"),
+    "partial": (_pc_partial_test, "v is O[{i}]"),
     "attr": (_pc_identity_test, None),
     "values": (_pc_values_test, None),
     "wrapper": (_pc_wrapper_test, None),
@@ -353,9 +400,11 @@ def _pc_pin_checks(frame, pins, scope):
             why = tests[i](value)
         except Exception:  # noqa: BLE001 - what the test could not read has moved
             why = tests[i](_PC_GONE)
-        if why is None:
-            state["O"][i], state["C"][i] = value, getattr(value, "__code__", None)
-            state["D"][i] = getattr(value, "__defaults__", None)
+        if why is None:  # what the fast condition compares the next read against
+            method = isinstance(value, _types.MethodType)
+            state["O"][i] = value
+            state["C"][i] = value.__func__ if method else getattr(value, "__code__", None)
+            state["D"][i] = value.__self__ if method else getattr(value, "__defaults__", None)
         return why
 
     source = "def ok(L, G, O=O, C=C, D=D, S=S):\n" + "\n".join(lines) + "\n    return True\n"
@@ -535,6 +584,8 @@ def _pc_check_traced(traced):
     for module, qualname, digest in traced:
         if module == "__main__" and main != globals().get("MAIN_SCRIPT"):
             continue  # another script: what it passes arrives as a value, checked by its pin
+        if (module, qualname) == (FN_MODULE, FN_QUALNAME):
+            continue  # the entry: checked at load, before a zero-code mode binds the artifact there
         try:
             live = _pc_live_functions(module, qualname)
         except (AttributeError, _PrecompileError) as e:
