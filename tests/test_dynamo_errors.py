@@ -143,7 +143,9 @@ def test_fn_refusals_and_write_gates(tmp_path) -> None:
     risky = lines["RISKY"]
     assert "TYPE_MATCH model" in risky and "require_no_risky_drops=False" in risky
     assert "guard_filter_fn dropped a guard the default filter keeps" in risky
-    assert "was bypassed" in lines["LOCAL"] and "local_act_class.<locals>.Scale" in lines["LOCAL"]
+    local = lines["LOCAL"]   # torch 2.15 bypasses the frame; 2.11 stops the compile
+    assert ("was bypassed" in local or "could not package the frame" in local), local
+    assert "local_act_class.<locals>.Scale" in local or "Guard evaluation failed" in local, local
     # said at the frame compile that dropped it, before the write refused
     assert "this capture will refuse to write its artifact" in r.stderr
     assert risky.endswith("| False")
