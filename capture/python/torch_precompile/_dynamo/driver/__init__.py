@@ -15,7 +15,7 @@ _COMPAT = _HERE.parent.parent / "_compat" / "driver_part.py"
 
 def parts(mode: str, *, dynamo_free: bool, graph_programs: bool) -> list[Path]:
     """The part files an artifact of this serving mode joins, in order."""
-    names = ["common", "pins"]
+    names = ["common", "fingerprints", "pins"]
     if dynamo_free or graph_programs:
         names.append("graph_programs")
     names.append("lean_checks" if dynamo_free else "dynamo_state")

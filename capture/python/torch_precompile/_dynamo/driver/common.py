@@ -5,10 +5,11 @@
 # sections above, and each part uses only the parts joined before it:
 #
 #   common         decoding, imports, seeding module globals, this host's state
+#   fingerprints   what a function, builtin or value is, spelled alike in every
+#                  process; the code the capture traced, checked unchanged
 #   pins           the bindings a frame's guards could not check, checked by a
 #                  portable key (a function's fingerprint, a builtin's name, a
-#                  config's values, a process group's shape), and the code the
-#                  capture traced, checked unchanged at load
+#                  config's values, a process group's shape)
 #   graph_programs the compiled graphs from their programs (_GRAPHS)
 #   lean_checks    Dynamo-free frames: marshal'd code, generated guard checks
 #     or
