@@ -29,6 +29,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "partial": ("V_partial = functools.partial(scale, 2.0)", "V_partial = functools.partial(shift, 3.0)"),
     "method": ("V_method = Scaler(2.0).apply", "V_method = Shifter(3.0).apply"),
     "module_class": ("V_module_class = Double", "V_module_class = Triple"),
+    "pymodule": ("V_pymodule = gvmod_a", "V_pymodule = gvmod_b"),
 }
 
 # What both variants define: the values the kinds pick from, and how each is used.
@@ -40,6 +41,9 @@ import torch
 from torch import nn
 
 import gvhelpers
+import gvmod_a
+import gvmod_b
+import gvmod_w
 
 
 def fn_a(x):
@@ -101,6 +105,7 @@ W_builtin = torch.tanh
 W_partial = functools.partial(scale, 5.0)
 W_method = Scaler(5.0).apply
 W_module_class = Quad
+W_pymodule = gvmod_w
 
 
 class Holder:
@@ -124,6 +129,10 @@ def use_call(v, x):
 
 def use_build(v, x):
     return v()(x)
+
+
+def use_module(v, x):
+    return v.act(x)
 
 
 def env_tag(x):
@@ -250,7 +259,7 @@ SOME_SHAPES = ("arg", "default", "closure", "global", "attr", "import_path", "pa
 
 
 def _use(kind: str) -> str:
-    return "use_build" if kind == "module_class" else "use_call"
+    return {"module_class": "use_build", "pymodule": "use_module"}.get(kind, "use_call")
 
 
 def cases() -> list[tuple[str, str, str]]:
@@ -354,7 +363,7 @@ def module_source(variant: str) -> str:
 
 def helpers_source(variant: str) -> str:
     """gvhelpers: the values the import_path shape reads by module attribute."""
-    lines = ["import functools", "import torch", "from torch import nn", ""]
+    lines = ["import functools", "import torch", "from torch import nn", "import gvmod_a", "import gvmod_b", ""]
     lines += ["def fn_a(x):\n    return x * 2 + 1", "def fn_b(x):\n    return x * 3 - 1",
               "def scale(k, x):\n    return x * k", "def shift(k, x):\n    return x + k",
               "class Scaler:\n    def __init__(self, k):\n        self.k = k\n    def apply(self, x):\n        return x * self.k",
@@ -370,4 +379,7 @@ def write(directory: Path, variant: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "gvcases.py").write_text(textwrap.dedent(module_source(variant)))
     (directory / "gvhelpers.py").write_text(helpers_source(variant))
+    # the modules the "pymodule" kind passes: the same in both variants
+    for name, body in (("a", "x * 2 + 1"), ("b", "x * 3 - 1"), ("w", "x * 5")):
+        (directory / f"gvmod_{name}.py").write_text(f"def act(x):\n    return {body}\n")
     return directory

@@ -1,6 +1,6 @@
 """The identity rule, differentially (README, "What an artifact checks"): every
 kind of value Dynamo guards by identity (a function, an edited function, a lambda,
-a builtin, a functools.partial, a bound method, an nn.Module class), through every
+a builtin, a functools.partial, a bound method, an nn.Module class, a module), through every
 source shape (argument, keyword, *args, **kwargs, entry default, closure cell,
 global, attribute, module attribute, dict item, class attribute, import path,
 registry, a patched torch function, a method of the model's class), captured with
