@@ -28,7 +28,12 @@ def execute(text: str, path: str) -> dict[str, Any]:
     defines ``forward``."""
     ns: dict[str, Any] = {"__name__": f"{MODULE_PREFIX}{_native.sha256_hex(text.encode('utf-8'))[:12]}",
                           "__file__": path}
-    exec(compile(text, path, "exec"), ns)
+    try:
+        code = compile(text, path, "exec")
+    except SyntaxError as e:
+        raise PrecompileError(f"load: {path!r} is not valid Python ({e}); it is not a torch.compiler.precompile "
+                              "artifact, or it was damaged: capture again") from e
+    exec(code, ns)
     if not callable(ns.get("forward")):
         raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
     return ns
@@ -53,10 +58,28 @@ def text_literal(text: str) -> str:
     return '"""\\\n' + body + '"""'
 
 
+# The banner both renderers put above literal_block: what follows it, up to the
+# first blank line, is the metadata, read without parsing the program after it.
+METADATA_BANNER = "# Metadata (literals: load() reads them without executing this file)\n"
+
+
+def _metadata_block(code: str) -> str:
+    """The metadata lines of python_code (after the banner and its rule, up to the
+    first blank line); the whole text when it has no banner."""
+    at = code.find(METADATA_BANNER)
+    if at < 0:
+        return code
+    start = code.find("\n", at + len(METADATA_BANNER)) + 1  # past the rule under the banner
+    end = code.find("\n\n", start)
+    return code[start:] if end < 0 else code[start:end + 1]
+
+
 def read_metadata(code: str) -> dict[str, Any]:
-    """The literal ``NAME = value`` assignments at the top level of python_code."""
+    """The literal ``NAME = value`` assignments of python_code's metadata block (the
+    whole top level of a file without one). Only that block is parsed: the program
+    below it is compiled once, when it runs."""
     try:
-        tree = ast.parse(code)
+        tree = ast.parse(_metadata_block(code))
     except SyntaxError as e:
         raise PrecompileError(f"python_code is not valid Python ({e}); it is not a torch.compiler.precompile artifact") from e
     meta: dict[str, Any] = {}

@@ -336,7 +336,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     program = "".join(f"{name} = {_blob(value, what)}\n" for name, value, what in sections)
     head = (
         _HEADER.format(backend=session.backend, mode_note=_MODE_NOTES[mode])
-        + "\n" + _SEP + "# Metadata (literals: load() reads them without executing this file)\n" + _SEP
+        + "\n" + _SEP + _artifact.METADATA_BANNER + _SEP
         + _artifact.literal_block(meta) + "\n"
     )
     if programs is not None:

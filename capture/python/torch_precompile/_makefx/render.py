@@ -220,7 +220,7 @@ def render(t: Traced, *, backend: str, fn_name: str) -> bytes:
     sep = "# " + "=" * 76 + "\n"
     code = (
         _HEADER.format(backend=backend)
-        + "\n" + sep + "# Metadata (literals: load() reads them without executing this file)\n" + sep
+        + "\n" + sep + _artifact.METADATA_BANNER + sep
         + _artifact.literal_block(meta)
         + "\n" + sep + f"# Program ({'captured ATen graph' if backend == 'eager' else 'AOTAutograd + Inductor'})\n" + sep
         + program + "\n\n" + sep
