@@ -101,6 +101,7 @@ def main():
         "builtin": run("builtin", apply, apply.__wrapped__, torch.tanh if B else torch.relu, x),
         "default": run("default", body, body.__wrapped__, x),
         "helper": run("helper", uses_helper, uses_helper.__wrapped__, x),
+        "helper again": run("helper", uses_helper, uses_helper.__wrapped__, x + 1),  # compiles nothing new
         "patched": run("patched", uses_gelu, uses_gelu.__wrapped__, x),
     }
     if FLEX:

@@ -307,6 +307,12 @@ def test_the_issue_examples_under_precompile_run(tmp_path: Path) -> None:
     if old:
         assert "rebuilds one of these guards only inside a trace" in stderr[0], stderr[0][-3000:]
         del captured["score_mod"]
+    # the index counts every captured call, the ones that compiled nothing new too
+    index = json.loads((tmp_path / "sites" / "index.json").read_text())["sites"]
+    helper = next(entry for site, entry in index.items() if site.startswith("uses_helper@"))
+    assert helper["ranks"]["0"]["calls_captured"] == 2, helper
+    p = subprocess.run([str(CLI), "inspect", str(tmp_path / "sites")], capture_output=True, text=True)
+    assert p.returncode == 0 and "captured     2 call(s)" in p.stdout, p.stdout
     (tmp_path / "A").mkdir()
     (tmp_path / "B").mkdir()
     journal = tmp_path / "journal.jsonl"
@@ -318,6 +324,7 @@ def test_the_issue_examples_under_precompile_run(tmp_path: Path) -> None:
     assert "f holds the builtin torch.tanh" in b["builtin"], b
     assert "L['k'] == 2.0" in b["default"], b
     assert "__main__.scaled changed since the capture" in b["helper"], b
+    assert "__main__.scaled changed since the capture" in b["helper again"], b
     assert "G['F'].gelu holds the function __main__.fused_gelu" in b["patched"], b
     if not old:
         assert "__main__.alibi" in b["score_mod"] and "relative_bias" in b["score_mod"], b

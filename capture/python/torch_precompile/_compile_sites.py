@@ -394,6 +394,7 @@ class _SiteCapture:
             {"what": self.what, "options": self.options},
             {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
              "summary": str(self.cap.summary()), "calls_captured": self.captured})
+        self.indexed = self.captured
 
     def finish(self) -> None:
         if self.cap is None:
@@ -407,6 +408,8 @@ class _SiteCapture:
                 self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
             else:
                 self.cap.__exit__(None, None, None)
+            if getattr(self, "indexed", None) != self.captured:
+                # the pair is the last checkpoint's; the index counts every call since
                 self._index()
         except Exception as e:  # noqa: BLE001
             _say(f"torch.compile site {self.site}: writing {self.paths[0]} failed: "
