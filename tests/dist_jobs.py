@@ -206,16 +206,22 @@ def fsdp_capture(out: str) -> None:
 
 def fsdp_serve(out: str) -> None:
     """Each rank's pair serves four FSDP2 steps from other weights: losses and each
-    rank's parameter shards equal to eager FSDP2's."""
+    rank's parameter shards equal to eager FSDP2's. Rank 0 loads its pair before
+    anything in its process is built or sharded (fully_shard's class registry
+    empty), rank 1 once its model is sharded: the order of load and model
+    construction does not matter."""
     import torch_precompile as precompile
 
     rank = dist.get_rank()
-    reference, batches = dm.make_deep(rank, seed=7)
-    want = _sgd_train(dm.fully_sharded(reference), dm.step_mse, batches)
-    f = precompile.load(*pair(out, "fsdp", rank))
-    model, _ = dm.make_deep(rank, seed=7)
+    f = precompile.load(*pair(out, "fsdp", rank)) if rank == 0 else None
+    model, batches = dm.make_deep(rank, seed=7)
+    dm.fully_sharded(model)
+    if f is None:
+        f = precompile.load(*pair(out, "fsdp", rank))
     with precompile.no_compilation():
-        got = _sgd_train(dm.fully_sharded(model), f, batches)
+        got = _sgd_train(model, f, batches)
+    reference, _ = dm.make_deep(rank, seed=7)
+    want = _sgd_train(dm.fully_sharded(reference), dm.step_mse, batches)
     params = all(torch.allclose(a.to_local(), b.to_local(), atol=1e-5)
                  for a, b in zip(model.parameters(), reference.parameters()))
     report(rank=rank, losses=got, want=want, params=params, installed=f.installed)

@@ -7,6 +7,7 @@ journal."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -106,4 +107,61 @@ def test_torchrun_workers_sites_captured_per_rank_and_served(tmp_path: Path) -> 
                      cli=["--serve", "out", "--lockdown", "--strict", "--journal", str(journal)])
     assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
     assert all(r["close"] == [True, True] for r in results), results
+    assert read_journal(journal) == []
+
+
+PACKAGE_SITE = '''
+import torch
+
+
+def step(x):
+    return torch.sin(x) * 2
+
+
+def run(x):
+    return torch.compile(step, backend="eager")(x)   # the site: inside an installed package
+'''
+
+PACKAGE_APP = r"""
+import json, sys, torch
+import gvsite_pkg.model as m
+x = torch.randn(3)
+print("RESULT " + json.dumps({"close": bool(torch.allclose(m.run(x), m.step(x))), "from": m.__file__}))
+"""
+
+
+def test_a_site_in_a_package_is_named_by_its_module_wherever_it_is_installed(tmp_path: Path) -> None:
+    """The same package under two install roots (another venv path, /usr/local vs
+    /opt/conda): the site is named by its module and served from the other root."""
+    if not CLI.exists():
+        pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    roots = []
+    for name in ("capture-root", "serve-root"):
+        pkg = tmp_path / name / "lib" / "gvsite_pkg"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "model.py").write_text(PACKAGE_SITE)
+        roots.append(pkg.parent)
+    app = tmp_path / "app.py"
+    app.write_text(PACKAGE_APP)
+
+    def run_app(root: Path, *cli: str, env: dict[str, str]) -> dict:
+        env = {**env, "PYTHONPATH": f"{root}{os.pathsep}{env.get('PYTHONPATH', '')}"}
+        p = subprocess.run([str(CLI), "run", *cli, "--", sys.executable, str(app)], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]
+        return json.loads(next(line for line in p.stdout.splitlines() if line.startswith("RESULT "))[7:])
+
+    captured = run_app(roots[0], "--capture", "sites", env=env_for(tmp_path))
+    assert captured["close"] and captured["from"].startswith(str(roots[0])), captured
+    index = json.loads((tmp_path / "sites" / "index.json").read_text())["sites"]
+    assert list(index) == ["step@gvsite_pkg.model:10"], index
+    import torch
+
+    assert index["step@gvsite_pkg.model:10"]["captured_with"]["torch"] == torch.__version__, index
+    (tmp_path / "serve").mkdir()
+    journal = tmp_path / "journal.jsonl"
+    served = run_app(roots[1], "--serve", "sites", "--lockdown", "--journal", str(journal),
+                     env=cold(tmp_path / "serve"))
+    assert served["close"] and served["from"].startswith(str(roots[1])), served
     assert read_journal(journal) == []

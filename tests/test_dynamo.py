@@ -219,6 +219,7 @@ with torch.no_grad():
 d.train()
 msg = uncovered(f, d, torch.randn(5, 8))
 assert "no captured variant of 'step'" in msg and "size mismatch" in msg, msg
+assert "capture calls of two sizes" in msg and "dynamic=True" in msg, msg
 g = load("ints")
 for n in (2, 5):
     x = torch.randn(3)

@@ -14,14 +14,17 @@ lacks raises PrecompileError naming it under the lockdown; outside it, it compil
 as usual after one warning naming it.
 
 A site is named by what it compiles and where (``Net@app.py:12``: the compiled
-object's qualified name, the caller's file relative to the working directory, and
-the line): stable across runs of the same code. In a torchrun worker every rank
+object's qualified name, the caller's place and line; the place is a script's path
+relative to the working directory, or an imported file's module, so that another
+install root finds it): stable across runs and hosts of the same code. In a torchrun worker every rank
 has its own pair of each site.
 
 What is captured: a module through an entry function of its own site
 (``_sites``); a function as itself, when it is a plain function of a module or of
-the script run as ``__main__`` (a closure, a lambda or a bound method compiles as
-usual, named on stderr). ``backend`` "inductor" and "eager", ``dynamic``,
+the script run as ``__main__`` (a closure or a lambda compiles as usual, named on
+stderr); a bound method (``model.forward = torch.compile(model.forward)``, the
+Hugging Face static-cache recipe) through an entry that calls the method's
+function, found on its receiver's class, on the receiver. ``backend`` "inductor" and "eager", ``dynamic``,
 ``fullgraph`` (a capture with a graph break is not written), ``mode`` and
 ``options`` (Inductor's configuration while the site's calls are captured) are
 honoured; another backend is refused by name and compiles as usual.
@@ -39,6 +42,7 @@ import os
 import re
 import sys
 import threading
+import types
 import warnings
 from typing import Any, Callable
 
@@ -78,20 +82,59 @@ def _rank() -> str:
 
 
 def _caller_site(obj: Any, depth: int) -> str:
-    """``qualname@file:line`` of the torch.compile call ``depth`` frames up."""
+    """``qualname@where:line`` of the torch.compile call ``depth`` frames up, where
+    names the call's place the same on any host: the module of an imported file
+    (``accelerate.accelerator``, wherever the environment is installed), else the
+    script's path relative to the working directory (absolute outside it)."""
     frame = sys._getframe(depth + 1)
-    path = frame.f_code.co_filename
-    try:
-        rel = os.path.relpath(path)
-        path = rel if not rel.startswith("..") else path
-    except ValueError:
-        pass
+    path = _portable_place(frame)
     import torch
 
     # a module by its class (an instance has no qualname of its own), else the callable's
     name = type(obj).__qualname__ if isinstance(obj, torch.nn.Module) else \
         getattr(obj, "__qualname__", None) or type(obj).__qualname__
     return f"{name}@{path}:{frame.f_lineno}"
+
+
+def _portable_place(frame: Any) -> str:
+    path = frame.f_code.co_filename
+    name = frame.f_globals.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) and name != "__main__" else None
+    file = getattr(module, "__file__", None)
+    if isinstance(file, str) and os.path.realpath(file) == os.path.realpath(path):
+        return name  # an imported module: found by its name wherever it is installed
+    try:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else path
+    except ValueError:
+        return path
+
+
+def _versions(site: str) -> dict[str, str]:
+    """The versions a site was captured with: torch, Python, and the distribution
+    that holds the site's module (``accelerate``), where it is an installed one."""
+    import platform
+    from importlib import metadata
+
+    import torch
+
+    out = {"torch": torch.__version__, "python": platform.python_version()}
+    where = site.split("@", 1)[-1].rsplit(":", 1)[0]
+    if where.endswith(".py") or os.sep in where:
+        return out  # a script, not an installed module
+    try:
+        for dist in _distributions().get(where.split(".")[0], [])[:1]:
+            out[dist] = metadata.version(dist)
+    except Exception:  # noqa: BLE001 - a version that cannot be read is left out
+        pass
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    from importlib import metadata
+
+    return metadata.packages_distributions()
 
 
 def _site_id(site: str) -> str:
@@ -104,6 +147,31 @@ def _pair_names(site: str) -> tuple[str, str]:
     return base + ".py", base + ".cache"
 
 
+def _bound_method(obj: Any) -> str | None:
+    """The name of a bound method's function on its receiver's class, or None when
+    obj is not a method bound to an instance whose class holds that function."""
+    import inspect
+
+    if not isinstance(obj, types.MethodType) or isinstance(obj.__self__, type):
+        return None
+    name = getattr(obj.__func__, "__name__", None)
+    try:
+        found = inspect.getattr_static(type(obj.__self__), name) if isinstance(name, str) else None
+    except AttributeError:
+        return None
+    return name if found is obj.__func__ else None
+
+
+def _site_entry(site: str, method: str | None = None) -> Any:
+    """The entry module of a site that compiles a module or a bound method."""
+    from ._sites import entry_module
+
+    entry = entry_module(_site_id(site) + "r" + _rank())
+    if method is not None:
+        entry.METHOD = method
+    return entry
+
+
 def _not_capturable(obj: Any, backend: Any, mode: Any) -> str | None:
     """Why a site cannot be captured, or None."""
     import torch
@@ -113,8 +181,11 @@ def _not_capturable(obj: Any, backend: Any, mode: Any) -> str | None:
                 f"{' or '.join(map(repr, _BACKENDS))})")
     if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
         return f"mode={mode!r} is not one of torch.compile's modes"
-    if isinstance(obj, torch.nn.Module):
+    if isinstance(obj, torch.nn.Module) or _bound_method(obj) is not None:
         return None
+    if isinstance(obj, types.MethodType):
+        return (f"{obj.__qualname__} is bound to a class, or its function is not the "
+                f"attribute of its receiver's class it is named by")
     from ._dynamo.capture import check_fn
     from ._errors import PrecompileError
 
@@ -284,9 +355,10 @@ class _Capturing(_Mode):
             if own_call:
                 return lambda *args, **kw: capture.call((obj, *args), kw)
             return _site_module_class()(obj, lambda m, *args, **kw: capture.call((m, *args), kw))
+        receiver = (obj.__self__,) if capture.what == "method" else ()
 
         def compiled(*args: Any, **kw: Any) -> Any:
-            return capture.call(args, kw)
+            return capture.call((*receiver, *args), kw)
 
         return _wrapped(compiled, obj)
 
@@ -316,11 +388,11 @@ class _SiteCapture:
         code, cache = _pair_names(site)
         self.paths = (os.path.join(mode.root, code), os.path.join(mode.root, cache))
         if isinstance(obj, torch.nn.Module):
-            from ._sites import entry_module
-
-            entry = entry_module(_site_id(site) + "r" + _rank())
+            entry = _site_entry(site)
             self.fn = entry.call_impl if own_call else entry.call
             self.what = "module.compile()" if own_call else "module"
+        elif (method := _bound_method(obj)) is not None:
+            self.fn, self.what = _site_entry(site, method).call_method, "method"
         else:
             self.fn, self.what = obj, "function"
         self.cap: Any = None
@@ -391,7 +463,7 @@ class _SiteCapture:
     def _index(self) -> None:
         self.mode.index.record(
             self.site,
-            {"what": self.what, "options": self.options},
+            {"what": self.what, "options": self.options, "captured_with": _versions(self.site)},
             {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
              "summary": str(self.cap.summary()), "calls_captured": self.captured})
         self.indexed = self.captured
@@ -454,10 +526,14 @@ class _Serving(_Mode):
             return _as_torch_compiles(obj, kwargs, real, own_call)
         paths = (os.path.join(self.root, pair["artifact"]), os.path.join(self.root, pair["cache"]))
         if isinstance(obj, torch.nn.Module):
-            runnable = _load(site, paths)
+            runnable = _named(site, _load(site, paths))
             if own_call:
                 return lambda *args, **kw: runnable(obj, *args, **kw)
             return _site_module_class()(obj, runnable)
+        if (method := _bound_method(obj)) is not None:
+            _site_entry(site, method)  # the entry's method name, before the artifact imports it
+            runnable, receiver = _named(site, _load(site, paths)), obj.__self__
+            return _wrapped(lambda *args, **kw: runnable(receiver, *args, **kw), obj)
         # Loaded at the first call: under @torch.compile the function's name is bound
         # (to what this returns) only after the decorator ran, and the artifact finds
         # fn by that name.
@@ -468,7 +544,7 @@ class _Serving(_Mode):
             if not loaded:
                 with lock:
                     if not loaded:
-                        loaded.append(_load(site, paths))
+                        loaded.append(_named(site, _load(site, paths)))
             return loaded[0](*args, **kw)
 
         return _wrapped(served, obj)
@@ -482,3 +558,16 @@ def _load(site: str, paths: tuple[str, str]) -> Any:
         return tp.load(*paths)
     except PrecompileError as e:
         raise PrecompileError(f"torch.compile site {site}: {e}") from None
+
+
+def _named(site: str, runnable: Any) -> Callable[..., Any]:
+    """runnable, whose refusals name the site (not the entry function it serves)."""
+    from ._errors import PrecompileError
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return runnable(*args, **kwargs)
+        except PrecompileError as e:
+            raise PrecompileError(f"torch.compile site {site}: {e}") from None
+
+    return call

@@ -27,7 +27,7 @@ _PARTS = (Path(__file__).with_name("driver") / "dynamo_state.py",
           Path(__file__).with_name("driver") / "lean_checks.py",
           Path(__file__).with_name("driver") / "fingerprints.py")
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
-          "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_stand_in",
+          "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_fsdp_class", "_pc_stand_in",
           "_pc_without_policy_slots", "_pc_spell", "_pc_code_digest", "_pc_fingerprint",
           "_pc_builtin_key", "_pc_builtin_name", "_pc_live_functions")
 

@@ -1,4 +1,4 @@
-"""Importable entry modules, one per torch.compile site of a module.
+"""Importable entry modules, one per torch.compile site of a module or a bound method.
 
 A module cannot be captured as fn (Dynamo compiles it through its own wrapper
 frame); a site that compiles one captures ``template.call(model, ...)`` instead.

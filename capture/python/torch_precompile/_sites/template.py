@@ -15,3 +15,13 @@ def call_impl(model, *args, **kwargs):
     """``model.compile()`` then ``model(...)``: the module's own call, which
     ``Module.__call__`` reaches through ``_compiled_call_impl``."""
     return model._call_impl(*args, **kwargs)
+
+
+METHOD = "forward"  # set by the site before its first call: the compiled method's name
+
+
+def call_method(receiver, *args, **kwargs):
+    """``torch.compile(obj.method)``: the method's function, found on the receiver's
+    class (the instance's own attribute is often the compiled method itself:
+    ``model.forward = torch.compile(model.forward)``), called on the receiver."""
+    return getattr(type(receiver), METHOD)(receiver, *args, **kwargs)

@@ -200,9 +200,18 @@ class _pc_fsdp_modules_kept:
     ``fully_shard``) builds an instance of the original class (``FSDPModule.__new__``),
     so the state read back would hold a ``Deep`` where the capture saw an
     ``FSDPDeep``, and the type guards rebuilt from it would refuse every FSDP2
-    module. They build their own class while the read lasts."""
+    module. They build their own class while the read lasts. And a state read
+    before anything in this process was sharded (``load`` before the model is
+    built) finds the class fully_shard will make in its registry
+    (``_pc_fsdp_class``), not a KeyError."""
 
     def __enter__(self):
+        from torch._dynamo.guards import GuardsStatePickler
+
+        self._pickler = GuardsStatePickler
+        self._unpickle = GuardsStatePickler.__dict__.get("_unpickle_fsdp_module_type")
+        if self._unpickle is not None:
+            GuardsStatePickler._unpickle_fsdp_module_type = classmethod(_pc_fsdp_class)
         fsdp = _sys.modules.get("torch.distributed.fsdp._fully_shard._fully_shard")
         self._cls = getattr(fsdp, "FSDPModule", None)
         self._new = getattr(self._cls, "__dict__", {}).get("__new__")
@@ -219,7 +228,22 @@ class _pc_fsdp_modules_kept:
     def __exit__(self, *exc):
         if self._cls is not None:
             self._cls.__new__ = self._new
+        if self._unpickle is not None:
+            self._pickler._unpickle_fsdp_module_type = self._unpickle
         return False
+
+
+def _pc_fsdp_class(_pickler, original):
+    """fully_shard's class for ``original`` (``FSDPDeep`` for ``Deep``), made as
+    fully_shard makes it and kept in its registry, where the first fully_shard of a
+    ``Deep`` takes it: one class, whichever of load and sharding comes first."""
+    fsdp = _pc_import("torch.distributed.fsdp._fully_shard._fully_shard")
+    registry = fsdp.get_cls_to_fsdp_cls()
+    if original not in registry:
+        deepcopy = getattr(fsdp, "_unimplemented_deepcopy", None)
+        registry[original] = type(f"FSDP{original.__name__}", (fsdp.FSDPModule, original),
+                                  {"__deepcopy__": deepcopy} if deepcopy is not None else {})
+    return registry[original]
 
 
 def _pc_unaddressed(text):

@@ -167,12 +167,14 @@ class _PcFrame:
                                                   self.scope)
             bound[:] = self.bind(closure)
             return self.call(bound, closure, args, kwargs)
+        failed = _pc_failed_variants([explain for _check, explain, _body in self.variants], f_locals)
         _pc_fail(
             f"no captured variant of {self.target.co_name!r} covers this call "
-            f"({len(bound)} captured); failed guards: "
-            + _pc_failed_variants([explain for _check, explain, _body in self.variants], f_locals)
-            + ". The artifact serves only what the capture exercised: capture a call "
-            "like this one too."
+            f"({len(bound)} captured); failed guards: {failed}. The artifact serves only what "
+            "the capture exercised: capture a call like this one too"
+            + (" (a dimension the capture saw at one size only is static: capture calls of two "
+               "sizes, which marks it dynamic as torch.compile does, or compile with dynamic=True)"
+               if "size mismatch" in failed else "") + "."
         )
 
     def dispatcher(self):
