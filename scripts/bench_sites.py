@@ -15,7 +15,7 @@ Rows, per model, each a median of --repeat fresh process trees:
   per call       median microseconds after warm-up: served, torch.compile warm
 
 Called by scripts/bench (section "sites"). Usage:
-bench_sites.py [--repeat N] [--models mlp gpt2 bert] --cli PATH
+bench_sites.py [--repeat N] [--models mlp gpt2 bert llama-recipe] --cli PATH
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ APP = ROOT / "scripts" / "bench_sites_app.py"
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--models", nargs="+", default=["mlp", "gpt2", "bert"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "gpt2", "bert", "llama-recipe"])
     ap.add_argument("--cli", required=True)
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh process trees per row")

@@ -1,9 +1,12 @@
 """The script scripts/bench_sites.py times: ``bench_sites_app.py MODEL`` builds a
 tiny model of tests/hf_models.py (or a small MLP), compiles it
 with ``torch.compile(model)`` as its users write it, and prints FIRST after its
-first output, then RESULT with the median per call. Knows nothing of precompile."""
+first output, then RESULT with the median per call. ``llama-recipe``: transformers'
+static-cache recipe (a compiled bound method), first token and per token. Knows
+nothing of precompile."""
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,7 +24,31 @@ def build(name):
     return getattr(hm, name)(), (hm.tokens(2, 8),)
 
 
+def recipe():
+    """transformers' static-cache recipe as its guide writes it: FIRST after the first
+    token of a 12-token prompt; per_call_us = per token of a 32-token generation."""
+    import hf_models as hm
+
+    model = hm.llama()
+    model.generation_config.cache_implementation = "static"
+    if os.environ.get("TORCH_COMPILE_DISABLE") != "1":  # fullgraph=True refuses a disabled compile
+        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    with torch.no_grad():
+        model.generate(hm.tokens(1, 12), max_new_tokens=1, do_sample=False)
+        print("FIRST", flush=True)
+        model.generate(hm.tokens(1, 8, seed=2), max_new_tokens=4, do_sample=False)  # a second length
+        ts = []
+        for _ in range(5):
+            a = time.perf_counter()
+            model.generate(hm.tokens(1, 10, seed=3), max_new_tokens=32, min_new_tokens=32, do_sample=False)
+            ts.append((time.perf_counter() - a) / 32)
+    print("RESULT " + json.dumps({"per_call_us": sorted(ts)[len(ts) // 2] * 1e6}), flush=True)
+    sys.exit(0)
+
+
 name = sys.argv[1]
+if name == "llama-recipe":
+    recipe()
 model, args = build(name) if name != "mlp" else (None, None)
 if name == "mlp":
     torch.manual_seed(0)

@@ -1,6 +1,9 @@
 """A torchrun worker that calls torch.compile and knows nothing of precompile
-(tests/test_compile_sites.py): ``sites_dist.py SEED``. Each rank compiles an MLP,
-runs it on its own batches and all-reduces the mean; prints ``RESULT <json>``."""
+(tests/test_compile_sites.py): ``sites_dist.py SEED [--rank-site]``. Each rank
+compiles an MLP, runs it on its own batches and all-reduces the mean;
+``--rank-site`` also compiles a function whose graph reads the rank
+(``dist.get_rank()``), reporting its error instead of failing. Prints
+``RESULT <json>``."""
 
 import json
 import os
@@ -19,6 +22,10 @@ class MLP(torch.nn.Module):
         return torch.tanh(self.fc(x))
 
 
+def by_rank(x):
+    return x * (dist.get_rank() + 1)
+
+
 def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -34,8 +41,15 @@ def main():
         want = net(x)
         dist.all_reduce(want)
         close.append(bool(torch.allclose(y, want, atol=1e-5)))
+    result = {"rank": rank, "close": close}
+    if "--rank-site" in sys.argv:
+        x = torch.randn(3, generator=g)
+        try:
+            result["by_rank"] = bool(torch.allclose(torch.compile(by_rank)(x), x * (rank + 1)))
+        except Exception as e:  # noqa: BLE001 - reported, not fatal
+            result["by_rank"] = f"{type(e).__name__}: {e}"
     sys.stdout.flush()
-    os.write(1, ("RESULT " + json.dumps({"rank": rank, "close": close}) + "\n").encode())
+    os.write(1, ("RESULT " + json.dumps(result) + "\n").encode())
     dist.barrier()
     dist.destroy_process_group()
 

@@ -96,18 +96,85 @@ def test_torchrun_workers_sites_captured_per_rank_and_served(tmp_path: Path) -> 
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
               str(TESTS / "sites_dist.py")]
-    p, results = run(tmp_path, *launch, "0", cli=["--capture", "out"])
+    p, results = run(tmp_path, *launch, "0", "--rank-site", cli=["--capture", "out"])
     assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
     index = json.loads((tmp_path / "out" / "index.json").read_text())["sites"]
-    assert len(index) == 1 and sorted(next(iter(index.values()))["ranks"]) == ["0", "1"], index
-    serve = tmp_path / "serve"
-    serve.mkdir()
-    journal = serve / "journal.jsonl"
-    p, results = run(tmp_path, *launch, "3", env=cold(serve),
-                     cli=["--serve", "out", "--lockdown", "--strict", "--journal", str(journal)])
-    assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
-    assert all(r["close"] == [True, True] for r in results), results
-    assert read_journal(journal) == []
+    assert len(index) == 2 and all(sorted(e["ranks"]) == ["0", "1"] for e in index.values()), index
+    # the MLP's graph is the same on every rank; by_rank's read the rank
+    independent = {s.split("@")[0]: [e["ranks"][r]["rank_independent"] for r in "01"] for s, e in index.items()}
+    assert independent == {"MLP": [True, True], "by_rank": [False, False]}, index
+    before = read_only(tmp_path / "out")  # replicas mount the store read-only
+
+    def serve(nproc: int, *args: str) -> list[dict]:
+        host = tmp_path / f"serve{nproc}{''.join(args)}"
+        host.mkdir()
+        journal = host / "journal.jsonl"
+        launched = [*launch[:-2], f"--nproc-per-node={nproc}", launch[-1]]
+        p, results = run(tmp_path, *launched, "3", *args, env=cold(host),
+                         cli=["--serve", "out", "--lockdown", "--strict", "--journal", str(journal)])
+        assert p.returncode == 0 and len(results) == nproc, p.stdout[-3000:] + p.stderr[-6000:]
+        assert all(r["close"] == [True, True] for r in results), results
+        assert read_journal(journal) == []
+        return sorted(results, key=lambda r: r["rank"])
+
+    assert [r["by_rank"] for r in serve(2, "--rank-site")] == [True, True]
+    # captured at 2 ranks, served at 4: ranks 2 and 3 serve the rank-independent pair
+    serve(4)
+    # a pair that read its rank serves its own rank only: ranks 2 and 3 refused by name;
+    # ranks 0 and 1 refused too, since the graph baked the captured world size
+    by_rank = [r["by_rank"] for r in serve(4, "--rank-site")]
+    for message in by_rank[:2]:
+        assert message.startswith("PrecompileError: torch.compile site by_rank@"), message
+        assert "precompiled __main__.by_rank: process group mismatch: the default process group has " \
+               "world size 4, the capture's had 2" in message, message
+    for r, message in zip((2, 3), by_rank[2:]):
+        assert message.startswith("PrecompileError: torch.compile site by_rank@"), message
+        assert "has no captured pair in" in message and f"for rank {r} " in message, message
+        assert "read their rank" in message, message
+    assert snapshot(tmp_path / "out") == before  # nothing written there, no lock file
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under root: (mode, size, mtime in ns)."""
+    out = {}
+    for p in sorted([root, *root.rglob("*")]):
+        st = p.lstat()
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def read_only(root: Path) -> dict[str, tuple[int, int, int]]:
+    """chmod -R a-w root, and its snapshot. The tests run as root, which the mode
+    does not stop: the snapshot, taken again after serving, is what shows nothing
+    was written (no lock file, no index update, no temporary file)."""
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    return snapshot(root)
+
+
+def test_eight_cold_replicas_serve_concurrently_from_a_read_only_store(sites: Path, tmp_path: Path) -> None:
+    """The captured directory copied, made read-only, and served by 8 locked-down
+    processes started at once, each on its own cold host: all equal to eager on other
+    weights, 0 compiler runs, and nothing in the directory written or locked."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(sites / "out", store)
+    before = read_only(store)
+    procs = []
+    for i in range(8):
+        host = tmp_path / f"replica{i}"
+        host.mkdir()
+        cmd = [str(CLI), "run", "--serve", str(store), "--lockdown", "--strict", "--journal",
+               str(host / "journal.jsonl"), "--", sys.executable, str(APP), str(10 + i), "3"]
+        procs.append((host, subprocess.Popen(cmd, env=cold(host), cwd=sites, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True)))
+    for host, proc in procs:
+        out, err = proc.communicate(timeout=600)
+        results = [json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines() if "RESULT " in line]
+        assert proc.returncode == 0 and results and results[0]["calls"] == [True, True], out[-2000:] + err[-4000:]
+        assert read_journal(host / "journal.jsonl") == []
+    assert snapshot(store) == before
 
 
 PACKAGE_SITE = '''
@@ -164,4 +231,24 @@ def test_a_site_in_a_package_is_named_by_its_module_wherever_it_is_installed(tmp
     served = run_app(roots[1], "--serve", "sites", "--lockdown", "--journal", str(journal),
                      env=cold(tmp_path / "serve"))
     assert served["close"] and served["from"].startswith(str(roots[1])), served
+    assert read_journal(journal) == []
+
+
+def test_the_compiled_optimizer_step_says_it_serves_as_eager(tmp_path: Path) -> None:
+    """The tutorial's ``@torch.compile def opt_step(): opt.step()``: Dynamo enters
+    Adam's step as a frame of torch's own, which the artifact runs as plain Python,
+    so the capture holds no graph and says so on stderr; served (other weights,
+    more steps, locked down, cold host), it equals eager Adam, 0 compiler runs.
+    Serving the step's graph is not done yet (README, Limits)."""
+    if not CLI.exists():
+        pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    app = str(TESTS / "opt_step_app.py")
+    p, results = run(tmp_path, sys.executable, app, "0", "2", cli=["--capture", "sites"])
+    assert p.returncode == 0 and results == [{"close": True}], p.stdout[-3000:] + p.stderr[-6000:]
+    assert "opt_step@" in p.stderr and "no graph was captured, so it serves as eager Python" in p.stderr, p.stderr
+    (tmp_path / "serve").mkdir()
+    journal = tmp_path / "journal.jsonl"
+    p, results = run(tmp_path, sys.executable, app, "1", "4", env=cold(tmp_path / "serve"),
+                     cli=["--serve", "sites", "--lockdown", "--strict", "--journal", str(journal)])
+    assert p.returncode == 0 and results == [{"close": True}], p.stdout[-3000:] + p.stderr[-6000:]
     assert read_journal(journal) == []

@@ -137,6 +137,20 @@ def _distributions() -> dict[str, list[str]]:
     return metadata.packages_distributions()
 
 
+def _rank_independent(artifact: str) -> bool:
+    """Whether a pair serves any rank: no trace of it read this process's rank (every
+    such read is pinned to the rank, PINNED_BINDINGS "rank=N"; a process group's
+    world size stays checked wherever it is served)."""
+    from ._artifact import read_metadata
+
+    try:
+        with open(artifact, encoding="utf-8") as f:
+            pins = read_metadata(f.read()).get("PINNED_BINDINGS")
+    except Exception:  # noqa: BLE001 - unreadable: served to its own rank only
+        return False
+    return isinstance(pins, list) and not any(re.search(r"\brank=\d", str(p)) for p in pins)
+
+
 def _site_id(site: str) -> str:
     return hashlib.sha256(site.encode()).hexdigest()[:12]
 
@@ -162,11 +176,12 @@ def _bound_method(obj: Any) -> str | None:
     return name if found is obj.__func__ else None
 
 
-def _site_entry(site: str, method: str | None = None) -> Any:
-    """The entry module of a site that compiles a module or a bound method."""
+def _site_entry(site: str, method: str | None = None, rank: str | None = None) -> Any:
+    """The entry module of a site that compiles a module or a bound method (the
+    one of ``rank``'s pair: this process's rank unless it serves another's)."""
     from ._sites import entry_module
 
-    entry = entry_module(_site_id(site) + "r" + _rank())
+    entry = entry_module(_site_id(site) + "r" + (rank or _rank()))
     if method is not None:
         entry.METHOD = method
     return entry
@@ -465,7 +480,8 @@ class _SiteCapture:
             self.site,
             {"what": self.what, "options": self.options, "captured_with": _versions(self.site)},
             {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
-             "summary": str(self.cap.summary()), "calls_captured": self.captured})
+             "summary": str(self.cap.summary()), "calls_captured": self.captured,
+             "rank_independent": _rank_independent(self.paths[0])})
         self.indexed = self.captured
 
     def finish(self) -> None:
@@ -474,7 +490,7 @@ class _SiteCapture:
                 _say(f"torch.compile site {self.site}: never called, so nothing was captured")
             return
         try:
-            summary = str(self.cap.summary())
+            summary, graphs = str(self.cap.summary()), self.cap.summary().backend_graphs
             self.cap.resume()
             if self.saved == self.captured:
                 self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
@@ -489,6 +505,10 @@ class _SiteCapture:
             return
         _say(f"captured torch.compile site {self.site} from {self.captured} of {self.calls} "
              f"call(s) into {self.paths[0]}: {summary}")
+        if graphs == 0:
+            _say(f"torch.compile site {self.site}: no graph was captured, so it serves as eager "
+                 "Python (Dynamo left all of it to eager: a step of torch.optim, which Dynamo enters "
+                 "as a frame of torch's own, is one such case)")
 
 
 class _Serving(_Mode):
@@ -512,10 +532,18 @@ class _Serving(_Mode):
             entry = self.index.read()["sites"].get(site)
         except ValueError as e:
             raise PrecompileError(f"torch.compile site {site}: {e}") from None
-        pair = (entry or {}).get("ranks", {}).get(_rank())
+        ranks = (entry or {}).get("ranks", {})
+        pair, pair_rank = ranks.get(_rank()), _rank()
+        if pair is None:  # a rank the capture did not run: any rank-independent pair serves it
+            shared = sorted((r for r, e in ranks.items() if e.get("rank_independent")), key=int)
+            if shared:
+                pair_rank = shared[0]
+                pair = ranks[pair_rank]
         if pair is None:
             why = (f"torch.compile site {site} has no captured pair in {self.root}"
-                   + ("" if entry is None else f" for rank {_rank()}"))
+                   + ("" if entry is None else
+                      f" for rank {_rank()} (the pairs of ranks {sorted(ranks, key=int)} read their "
+                      "rank, so each serves its own rank only)"))
             if _lockdown.current() is not None:
                 raise PrecompileError(
                     f"{why}, and this process is locked down; capture it (precompile run "
@@ -531,7 +559,7 @@ class _Serving(_Mode):
                 return lambda *args, **kw: runnable(obj, *args, **kw)
             return _site_module_class()(obj, runnable)
         if (method := _bound_method(obj)) is not None:
-            _site_entry(site, method)  # the entry's method name, before the artifact imports it
+            _site_entry(site, method, pair_rank)  # the method's name, before the artifact imports it
             runnable, receiver = _named(site, _load(site, paths)), obj.__self__
             return _wrapped(lambda *args, **kw: runnable(receiver, *args, **kw), obj)
         # Loaded at the first call: under @torch.compile the function's name is bound

@@ -299,8 +299,8 @@ def _pc_pin_checks(frame, pins, scope):
         if reads[i] is None:  # a process group or config slot: its check raises
             try:
                 tests[i](scope_, f_locals)
-            except _PrecompileError as e:
-                return str(e)
+            except _PrecompileError as e:  # its reason, without _pc_fail's prefix
+                return str(e).removeprefix(f"precompiled {FN_NAME}: ")
             return None
         try:
             why = tests[i](value)
