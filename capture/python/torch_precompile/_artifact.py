@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import sys
+import types
 from typing import Any
 
 from . import _native
@@ -23,16 +24,53 @@ CREATED_BY = "torch_precompile 0.1.0"
 MODULE_PREFIX = "torch_precompile.artifact."
 
 
-def execute(text: str, path: str) -> dict[str, Any]:
+# The cache entry holding python_code compiled at capture: kind, and the name for
+# this interpreter (its bytecode magic number: another Python compiles the source).
+COMPILED_KIND = "python_code"
+
+
+def compiled_name() -> str:
+    import importlib.util
+
+    return f"{sys.implementation.cache_tag}-{importlib.util.MAGIC_NUMBER.hex()}.marshal"
+
+
+def compiled_entry(code: bytes) -> tuple[str, str, bytes]:
+    """python_code compiled once, at capture, for the cache: a load on the same
+    Python unmarshals it instead of compiling the source again (the cache is bound
+    to the source's sha256, so it is this source's code)."""
+    import marshal
+
+    return COMPILED_KIND, compiled_name(), marshal.dumps(compile(code, "<artifact>", "exec"))
+
+
+def _placed(code: types.CodeType, path: str) -> types.CodeType:
+    """code (and the code nested in it) as compiled from ``path``: tracebacks and
+    linecache name the artifact where it is loaded, not where it was captured."""
+    consts = tuple(_placed(c, path) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=path, co_consts=consts)
+
+
+def execute(text: str, path: str, compiled: bytes | None = None) -> dict[str, Any]:
     """Run an artifact's python_code as its own module; its namespace, which
-    defines ``forward``."""
+    defines ``forward``. ``compiled``: the capture's marshalled code of this text
+    (the cache's COMPILED_KIND entry for this Python), used instead of compiling."""
     ns: dict[str, Any] = {"__name__": f"{MODULE_PREFIX}{_native.sha256_hex(text.encode('utf-8'))[:12]}",
                           "__file__": path}
-    try:
-        code = compile(text, path, "exec")
-    except SyntaxError as e:
-        raise PrecompileError(f"load: {path!r} is not valid Python ({e}); it is not a torch.compiler.precompile "
-                              "artifact, or it was damaged: capture again") from e
+    code = None
+    if compiled is not None:
+        import marshal
+
+        try:
+            code = _placed(marshal.loads(compiled), path)
+        except (ValueError, EOFError, TypeError):
+            code = None  # unreadable here: the source is compiled instead
+    if code is None:
+        try:
+            code = compile(text, path, "exec")
+        except SyntaxError as e:
+            raise PrecompileError(f"load: {path!r} is not valid Python ({e}); it is not a torch.compiler.precompile "
+                                  "artifact, or it was damaged: capture again") from e
     exec(code, ns)
     if not callable(ns.get("forward")):
         raise PrecompileError(f"load: {path!r} defines no forward(); it is not a torch.compiler.precompile artifact")
@@ -115,6 +153,7 @@ def header_for(code: bytes, *, backend: str, tracer: str, meta: dict[str, Any] |
 
 def encode_cache(code: bytes, *, backend: str, tracer: str, entries: list[tuple[str, str, bytes]],
                  meta: dict[str, Any] | None = None) -> bytes:
+    entries = [*entries, compiled_entry(code)]
     return bytes(_native.cache_encode(header_for(code, backend=backend, tracer=tracer, meta=meta), entries))
 
 

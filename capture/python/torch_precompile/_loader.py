@@ -123,18 +123,21 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
             prime(entries, os.fspath(artifact_path))
     log.info("load: %s (tracer %s, backend %s, %s%s)", meta.get("FN_NAME"), meta["TRACER"], meta["BACKEND"],
              meta.get("SERVING_MODE", "standalone"), ", Dynamo-free" if meta.get("DYNAMO_FREE") else "")
+    # python_code as the capture compiled it, for this Python (else compiled here)
+    name = _artifact.compiled_name()
+    compiled = next((d for k, n, d in entries or () if k == _artifact.COMPILED_KIND and n == name), None)
     # One dispatch on the artifact's tracer and serving mode.
     path = os.fspath(artifact_path)
     if meta["TRACER"] == "make_fx":
-        return _load_makefx(text, meta, path)
+        return _load_makefx(text, meta, path, compiled)
     from ._dynamo import load as dynamo
 
     if mode == "standalone":
-        return dynamo.standalone(text, meta, path)
+        return dynamo.standalone(text, meta, path, compiled)
     if mode == "installed":
-        return dynamo.installed(text, meta, path, allow_serve_time_compiles=allow_serve_time_compiles)
+        return dynamo.installed(text, meta, path, compiled, allow_serve_time_compiles=allow_serve_time_compiles)
     raise PrecompileError(f"load: {path!r} has an unknown SERVING_MODE {mode!r}")
 
 
-def _load_makefx(text: str, meta: dict[str, Any], path: str) -> PrecompiledRunnable:
-    return StandaloneRunnable(_artifact.execute(text, path)["forward"], meta, path)
+def _load_makefx(text: str, meta: dict[str, Any], path: str, compiled: bytes | None = None) -> PrecompiledRunnable:
+    return StandaloneRunnable(_artifact.execute(text, path, compiled)["forward"], meta, path)

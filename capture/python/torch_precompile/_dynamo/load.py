@@ -57,24 +57,25 @@ def _refuse_live_entries(ns: dict[str, Any], name: str) -> None:
             )
 
 
-def standalone(text: str, meta: dict[str, Any], artifact_path: str) -> PrecompiledRunnable:
+def standalone(text: str, meta: dict[str, Any], artifact_path: str,
+               compiled: bytes | None = None) -> PrecompiledRunnable:
     """A standalone DynamoTracer artifact: its driver is the runnable, nothing installed."""
     if not meta.get("DYNAMO_FREE"):
         import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
-    ns = execute(text, artifact_path)
+    ns = execute(text, artifact_path, compiled)
     if not meta.get("DYNAMO_FREE"):
         _compat.claim_minted_names(ns["_pc_seeded_scopes"]())
     return StandaloneRunnable(ns["forward"], meta, artifact_path)
 
 
-def installed(text: str, meta: dict[str, Any], artifact_path: str, *,
+def installed(text: str, meta: dict[str, Any], artifact_path: str, compiled: bytes | None = None, *,
               allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
     """An installed DynamoTracer artifact: its entries installed onto the live code
     objects (through torch._C's evaluator when Dynamo-free, else Dynamo's package)."""
     if not meta.get("DYNAMO_FREE"):
         import torch._dynamo  # noqa: F401 - AOTAutograd's unpickling needs Dynamo imported first
     _refuse_installed_here(meta, allow_serve_time_compiles)
-    ns = execute(text, artifact_path)
+    ns = execute(text, artifact_path, compiled)
     _refuse_live_entries(ns, str(meta.get("FN_NAME")))
     fn = ns["_pc_install"]()
     if "torch._dynamo" in sys.modules or allow_serve_time_compiles:
