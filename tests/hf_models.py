@@ -90,6 +90,12 @@ def lm_logits(model, ids):
     return model(input_ids=ids, use_cache=False).logits
 
 
+def lm_output(model, ids):
+    """The model's whole output, its cache included (a ModelOutput holding a
+    DynamicCache, rebuilt by Dynamo's bytecode)."""
+    return model(ids)
+
+
 def hidden(model, ids):
     return model(input_ids=ids).last_hidden_state
 

@@ -192,3 +192,41 @@ def test_makefx_on_real_models(tmp_path: Path) -> None:
     assert _tagged(r.stdout, "RESULTS") == {"(2, 8)": "SERVED"}
     # (no HEAVY check: transformers itself imports torch._dynamo and torch._inductor)
     assert read_journal(journal) == []
+
+
+LOAD_FIRST_CAPTURE = r"""
+import sys, torch, torch_precompile as tp
+sys.path.insert(0, {tests!r})
+import hf_models as hm
+with torch.no_grad(), tp.capture(hm.lm_output, artifact_path={out!r} + "/o.py", cache_path={out!r} + "/o.cache",
+                                 tracer=tp.DynamoTracer()) as cap:
+    cap(hm.llama(), hm.tokens(2, 8))
+"""
+
+LOAD_FIRST_SERVE = r"""
+import json, sys, torch, torch_precompile as tp
+sys.path.insert(0, {tests!r})
+import hf_models as hm
+f = tp.load({out!r} + "/o.py", {out!r} + "/o.cache")   # before transformers builds any model
+torch.manual_seed(7)
+model = hm.llama()
+with torch.no_grad():
+    for p in model.parameters():
+        p.add_(torch.randn_like(p) * 0.1)
+    ids = hm.tokens(2, 8, seed=5)
+    got, want = f(model, ids).logits, hm.lm_output(model, ids).logits
+print("RESULT " + json.dumps({{"close": bool(torch.allclose(got, want, atol=1e-5)),
+                               "dynamo_free": f.metadata["DYNAMO_FREE"]}}))
+"""
+
+
+def test_an_artifact_served_through_dynamos_guard_state_loads_before_the_model_is_built(tmp_path: Path) -> None:
+    """A Llama's whole output under no_grad, its cache included (a ModelOutput and
+    a DynamicCache that Dynamo rebuilds in its bytecode with torch.device and
+    torch.dtype constants, which keeps the artifact on Dynamo's guard state): its guards read
+    transformers' ``_CAN_RECORD_REGISTRY``, which a model fills when it is built. A
+    load() before any model exists builds those guards at the first call (it raised a
+    raw KeyError at load); served on other weights and inputs, equal to eager."""
+    run_python(LOAD_FIRST_CAPTURE.format(tests=str(TESTS), out=str(tmp_path))).check()
+    r = run_python(LOAD_FIRST_SERVE.format(tests=str(TESTS), out=str(tmp_path))).check()
+    assert _tagged(r.stdout, "RESULT") == {"close": True, "dynamo_free": False}, r.stdout[-2000:]

@@ -20,19 +20,51 @@ def _pc_graphs():
 
 def _pc_variants(frame, target, scope):
     """(check, explain, transformed code) per captured variant of the frame: each
-    one's guard manager built from its serialized state as this artifact serves it."""
-    from torch._dynamo.package import load_guard_manager, load_guards_state
-
+    one's guard manager built from its serialized state as this artifact serves it.
+    A state whose guards read what this process does not hold yet (a registry a
+    library fills when its model is built, with load() before the model) is built
+    at the first call that reaches it instead."""
     out = []
     for guards_blob, body in frame["variants"]:
-        with _pc_captured_values():
-            state = _pc_read_state(guards_blob, load_guards_state)
-            key = state.output_graph.name_of_builtins_dict_key_in_fglobals
-            if key:
-                _pc_seed_builtins(scope, key, frame["module"])
-            manager = load_guard_manager(state, target, scope)
-        out.append((manager.check, _pc_verbose(manager), _pc_code(body)))
+        try:
+            check, explain = _pc_guard_manager(frame, guards_blob, target, scope)
+        except _PrecompileError:
+            raise
+        except Exception:  # noqa: BLE001 - tried again when a call needs it
+            check, explain = _pc_deferred_guards(frame, guards_blob, target, scope)
+        out.append((check, explain, _pc_code(body)))
     return out
+
+
+def _pc_guard_manager(frame, guards_blob, target, scope):
+    from torch._dynamo.package import load_guard_manager, load_guards_state
+
+    with _pc_captured_values():
+        state = _pc_read_state(guards_blob, load_guards_state)
+        key = state.output_graph.name_of_builtins_dict_key_in_fglobals
+        if key:
+            _pc_seed_builtins(scope, key, frame["module"])
+        manager = load_guard_manager(state, target, scope)
+    return manager.check, _pc_verbose(manager)
+
+
+def _pc_deferred_guards(frame, guards_blob, target, scope):
+    built = []
+
+    def built_now():
+        if not built:
+            try:
+                built.append(_pc_guard_manager(frame, guards_blob, target, scope))
+            except _PrecompileError:
+                raise
+            except Exception as e:  # noqa: BLE001 - named in the refusal
+                _pc_fail(f"the guards of a variant of {frame['name']!r} cannot be rebuilt in this "
+                         f"process ({type(e).__name__}: {e}): they read something this process "
+                         "does not hold (build the model, or import what the capture read, before "
+                         "the call), or capture again")
+        return built[0]
+
+    return (lambda f_locals: built_now()[0](f_locals)), (lambda f_locals: built_now()[1](f_locals))
 
 
 def _pc_read_state(blob, load_guards_state):
