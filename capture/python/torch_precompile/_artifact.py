@@ -64,7 +64,7 @@ def execute(text: str, path: str, compiled: bytes | None = None) -> dict[str, An
         try:
             code = _placed(marshal.loads(compiled), path)
         except (ValueError, EOFError, TypeError):
-            code = None  # unreadable here: the source is compiled instead
+            pass  # unreadable here: the source is compiled instead
     if code is None:
         try:
             code = compile(text, path, "exec")

@@ -412,6 +412,7 @@ class _SiteCapture:
             self.fn, self.what = obj, "function"
         self.cap: Any = None
         self.calls = self.captured = self.saved = 0
+        self.indexed: int | None = None  # calls the index counted when it was last written
         self.failed: str | None = None
         self.lock = threading.Lock()
 
@@ -496,7 +497,7 @@ class _SiteCapture:
                 self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
             else:
                 self.cap.__exit__(None, None, None)
-            if getattr(self, "indexed", None) != self.captured:
+            if self.indexed != self.captured:
                 # the pair is the last checkpoint's; the index counts every call since
                 self._index()
         except Exception as e:  # noqa: BLE001
@@ -554,14 +555,13 @@ class _Serving(_Mode):
             return _as_torch_compiles(obj, kwargs, real, own_call)
         paths = (os.path.join(self.root, pair["artifact"]), os.path.join(self.root, pair["cache"]))
         if isinstance(obj, torch.nn.Module):
-            runnable = _named(site, _load(site, paths))
+            runnable = _load(site, paths)
             if own_call:
-                return lambda *args, **kw: runnable(obj, *args, **kw)
-            return _site_module_class()(obj, runnable)
+                return _named(site, runnable, obj)
+            return _site_module_class()(obj, _named(site, runnable))
         if (method := _bound_method(obj)) is not None:
             _site_entry(site, method, pair_rank)  # the method's name, before the artifact imports it
-            runnable, receiver = _named(site, _load(site, paths)), obj.__self__
-            return _wrapped(lambda *args, **kw: runnable(receiver, *args, **kw), obj)
+            return _wrapped(_named(site, _load(site, paths), obj.__self__), obj)
         # Loaded at the first call: under @torch.compile the function's name is bound
         # (to what this returns) only after the decorator ran, and the artifact finds
         # fn by that name.
@@ -572,8 +572,11 @@ class _Serving(_Mode):
             if not loaded:
                 with lock:
                     if not loaded:
-                        loaded.append(_named(site, _load(site, paths)))
-            return loaded[0](*args, **kw)
+                        loaded.append(_load(site, paths))
+            try:
+                return loaded[0](*args, **kw)
+            except PrecompileError as e:
+                raise _site_refusal(site, e) from None
 
         return _wrapped(served, obj)
 
@@ -588,14 +591,21 @@ def _load(site: str, paths: tuple[str, str]) -> Any:
         raise PrecompileError(f"torch.compile site {site}: {e}") from None
 
 
-def _named(site: str, runnable: Any) -> Callable[..., Any]:
-    """runnable, whose refusals name the site (not the entry function it serves)."""
+def _named(site: str, runnable: Any, *first: Any) -> Callable[..., Any]:
+    """runnable called with ``first`` before the call's arguments (a module, a
+    method's receiver), its refusals naming the site, not the entry it serves."""
     from ._errors import PrecompileError
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return runnable(*args, **kwargs)
+            return runnable(*first, *args, **kwargs)
         except PrecompileError as e:
-            raise PrecompileError(f"torch.compile site {site}: {e}") from None
+            raise _site_refusal(site, e) from None
 
     return call
+
+
+def _site_refusal(site: str, e: Exception) -> Exception:
+    from ._errors import PrecompileError
+
+    return PrecompileError(f"torch.compile site {site}: {e}")
