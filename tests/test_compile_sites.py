@@ -152,14 +152,22 @@ def read_only(root: Path) -> dict[str, tuple[int, int, int]]:
     return snapshot(root)
 
 
-def test_eight_cold_replicas_serve_concurrently_from_a_read_only_store(sites: Path, tmp_path: Path) -> None:
-    """The captured directory copied, made read-only, and served by 8 locked-down
-    processes started at once, each on its own cold host: all equal to eager on other
-    weights, 0 compiler runs, and nothing in the directory written or locked."""
+def test_eight_cold_replicas_serve_concurrently_from_a_signed_read_only_store(sites: Path, tmp_path: Path) -> None:
+    """The captured directory copied, signed (``precompile sign DIR``), made
+    read-only, and served by 8 locked-down processes started at once under a trust
+    policy, each on its own cold host: all equal to eager on other weights, 0
+    compiler runs, and nothing in the directory written or locked. The same store
+    with one byte of one pair changed is refused by name before that pair runs."""
     import shutil
+
+    from test_signing import _flip, _keys, _sign
 
     store = tmp_path / "store"
     shutil.copytree(sites / "out", store)
+    key, pub = _keys(tmp_path, "key")
+    assert _sign(key, store).returncode == 0
+    tampered = tmp_path / "tampered"
+    shutil.copytree(store, tampered)
     before = read_only(store)
     procs = []
     for i in range(8):
@@ -167,7 +175,8 @@ def test_eight_cold_replicas_serve_concurrently_from_a_read_only_store(sites: Pa
         host.mkdir()
         cmd = [str(CLI), "run", "--serve", str(store), "--lockdown", "--strict", "--journal",
                str(host / "journal.jsonl"), "--", sys.executable, str(APP), str(10 + i), "3"]
-        procs.append((host, subprocess.Popen(cmd, env=cold(host), cwd=sites, stdout=subprocess.PIPE,
+        env = {**cold(host), "PRECOMPILE_TRUST": str(pub)}
+        procs.append((host, subprocess.Popen(cmd, env=env, cwd=sites, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True)))
     for host, proc in procs:
         out, err = proc.communicate(timeout=600)
@@ -175,6 +184,18 @@ def test_eight_cold_replicas_serve_concurrently_from_a_read_only_store(sites: Pa
         assert proc.returncode == 0 and results and results[0]["calls"] == [True, True], out[-2000:] + err[-4000:]
         assert read_journal(host / "journal.jsonl") == []
     assert snapshot(store) == before
+    # one byte of the Net site's cache: that site is refused, naming the file
+    index = json.loads((tampered / "index.json").read_text())["sites"]
+    net = next(e["ranks"]["0"] for s, e in index.items() if s.startswith("Net@"))
+    _flip(tampered / net["cache"], -1)
+    host = tmp_path / "tampered_host"
+    host.mkdir()
+    p = subprocess.run([str(CLI), "run", "--serve", str(tampered), "--lockdown", "--", sys.executable, str(APP), "7", "3"],
+                       env={**cold(host), "PRECOMPILE_TRUST": str(pub)}, cwd=sites, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode != 0 and "RESULT " not in p.stdout, p.stdout[-2000:]
+    cache_name = net["cache"]
+    assert f'"{cache_name}" differs from the signed file' in p.stderr and "Nothing of the pair was run" in p.stderr, p.stderr[-3000:]
 
 
 PACKAGE_SITE = '''

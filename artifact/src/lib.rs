@@ -18,6 +18,7 @@ mod error;
 pub mod extract;
 pub mod header;
 pub mod manifest;
+pub mod signature;
 
 pub use atomic::{write_atomic, write_pair_atomic};
 pub use entry_name::{validate_entry_name, validate_entry_names};

@@ -8,6 +8,7 @@ mod cache;
 mod journal;
 mod lockdown;
 mod rules;
+mod signing;
 
 use pyo3::prelude::*;
 
@@ -18,5 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rules::register(m)?;
     journal::register(m)?;
     cache::register(m)?;
+    signing::register(m)?;
     Ok(())
 }

@@ -124,7 +124,10 @@ def load(
     tag against it, primes the kernel caches when the cache carries kernels so a
     reload loads precompiled kernels instead of JIT-compiling, and then exec's
     python_code. Both files are trusted, EXECUTABLE input: load only artifacts you
-    produced or otherwise trust.
+    produced or otherwise trust. With a trust policy set (PRECOMPILE_TRUST: public
+    key files), the pair's bytes must first verify against its signature
+    (`<artifact>.sig`, else the directory's `model.sig`) or PrecompileError is
+    raised before anything of it is parsed or run.
 
     Call the result with the SAME argument structure fn took. allow_serve_time_compiles=True
     opts an installed artifact out of the compile refusal; passing it for a

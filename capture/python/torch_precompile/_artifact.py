@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from . import _native
+from . import _native, _signing
 from ._errors import PrecompileError
 
 FORMAT = "torch_precompile/1"
@@ -159,13 +159,21 @@ def encode_cache(code: bytes, *, backend: str, tracer: str, entries: list[tuple[
 
 def write_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLike[str],
                code: bytes, cache: bytes) -> None:
-    """Both files, or neither: temps are written and fsynced before either rename."""
+    """Both files, or neither: temps are written and fsynced before either rename.
+    With a signing key set, `<artifact>.sig` is written after them."""
     code_path, cache_path_s = os.fspath(artifact_path), os.fspath(cache_path)
+    signature = _signing.signature_for(code_path, code, cache_path_s, cache)
     try:
         for p in (code_path, cache_path_s):
             parent = os.path.dirname(os.path.abspath(p))
             os.makedirs(parent, exist_ok=True)
         _native.write_pair_atomic(code_path, code, cache_path_s, cache)
+        # the pair's signature follows it; an unsigned write drops a stale one
+        # (which would refuse the new pair under a trust policy)
+        if signature is not None:
+            _native.write_atomic(code_path + ".sig", signature)
+        elif os.path.exists(code_path + ".sig"):
+            os.unlink(code_path + ".sig")
     except OSError as e:
         raise PrecompileError(
             f"could not write the artifact pair ({code_path}, {cache_path_s}): {e} "

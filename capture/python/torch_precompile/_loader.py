@@ -9,7 +9,7 @@ import stat
 import warnings
 from typing import Any
 
-from . import _artifact, _native
+from . import _artifact, _native, _signing
 from ._bases import PrecompiledRunnable, StandaloneRunnable
 from ._errors import PrecompileError
 from ._progress import step
@@ -99,6 +99,8 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
               allow_serve_time_compiles: bool = False) -> PrecompiledRunnable:
     code = _read(artifact_path, "python_code artifact")
     cache = _read(cache_path, "cache")
+    # before anything of the pair is parsed, run or loaded
+    _signing.check(os.fspath(artifact_path), code, os.fspath(cache_path), cache)
     try:
         text = code.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -62,7 +62,9 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     };
     if p.cache.is_dir() {
         if p.code.is_some() {
-            return Err(usage("inspect: --code goes with a CACHE, not a DIR of sites"));
+            return Err(usage(
+                "inspect: --code goes with a CACHE, not a DIR of sites",
+            ));
         }
         return sites(&p.cache);
     }
@@ -153,7 +155,10 @@ fn sites(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
                 .map_err(anyhow::Error::from)
                 .and_then(|b| artifact::read_header(&b).map_err(anyhow::Error::from));
             let checked = match header {
-                Ok(h) => format!("backend {}, tracer {}, torch {}", h.backend, h.tracer, h.torch_build),
+                Ok(h) => format!(
+                    "backend {}, tracer {}, torch {}",
+                    h.backend, h.tracer, h.torch_build
+                ),
                 Err(e) => format!("UNUSABLE: {e:#}"),
             };
             println!(
@@ -161,7 +166,10 @@ fn sites(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
                 text_of(pair.get("artifact")),
                 text_of(pair.get("cache"))
             );
-            println!("    captured     {} call(s)", text_of(pair.get("calls_captured")));
+            println!(
+                "    captured     {} call(s)",
+                text_of(pair.get("calls_captured"))
+            );
             println!("    summary      {}", text_of(pair.get("summary")));
         }
     }

@@ -10,6 +10,7 @@ mod journal;
 mod locate;
 mod preload_path;
 mod run;
+mod sign;
 mod verify;
 
 use std::ffi::OsString;
@@ -44,6 +45,11 @@ const VERBS: &[Verb] = &[
         name: "verify",
         summary: "check a cache (and its python_code) without running anything",
         main: verify::main,
+    },
+    Verb {
+        name: "sign",
+        summary: "sign a directory of pairs or one pair (OpenSSF model signing)",
+        main: sign::main,
     },
     Verb {
         name: "journal",

@@ -17,8 +17,7 @@ use crate::args::{is_help, usage};
 use crate::enforce;
 use crate::locate;
 
-const HELP: &str =
-    "usage: precompile run [--lockdown [--enforce]] [--strict] [--journal PATH]
+const HELP: &str = "usage: precompile run [--lockdown [--enforce]] [--strict] [--journal PATH]
                       [--capture DIR | --serve DIR] [--] CMD [ARGS...]
 
 Runs CMD with libprecompile.so preloaded (first in LD_PRELOAD, other preloads
