@@ -1,5 +1,6 @@
 # --- _compat part: the torch differences the driver's parts meet ---
-# Joined into every Dynamo artifact as source after the other parts (the artifact
+# Joined into every Dynamo artifact as source before the other parts, since it uses
+# nothing of theirs and they use it (the artifact
 # is self-contained: this file is a template, not a module anything imports).
 # Each function names the releases that differ (2.11.0 through 2.15.0 supported).
 

@@ -20,6 +20,7 @@ from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from . import frames as _frames
 from . import guards as _guards
+from .driver import contract as driver_contract
 from .driver import source as driver_source
 
 _SEP = "# " + "=" * 76 + "\n"
@@ -313,25 +314,23 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
             meta["GRAPHS_AS_PROGRAMS_REFUSED"] = str(e)
     if mode == "installed":
         meta["GRAPHS_AS_PROGRAMS"] = lean is not None or programs is not None
-    sections = [("_TRACED", traced_code(session), "the code the capture traced, checked unchanged at load")]
-    if mode == "standalone":  # installed: the live function has its defaults
-        sections.append(("_ENTRY_BINDING", _entry_binding(session.fn), "the entry's default arguments"))
-    if lean is not None:
-        sections.append(("_FRAMES", lean.frames, "frame records"))
-        if mode == "installed":
-            sections.append(("_SOURCES", _inlined_sources(entry), "the captured sources' checksums"))
-            sections.append(("_TORCH_COMPILED", _torch_compiled_modules(), "torch modules Dynamo compiles"))
-    elif mode == "standalone":
-        sections.append(("_FRAMES", records, "frame records"))
-    else:
-        sections.append(("_PACKAGE", _package_for_install(entry, records), "Dynamo package entry"))
-        sections.append(("_VARIANT_PINS", _variant_pins(records), "each variant's pins, by its guard state"))
-    sections.append(("_MINTED", _frames.minted_globals(records), "globals Dynamo bound by id"))
-    if lean is None:  # read by the driver's dynamo_state part
-        sections.append(("_POLICY_DROPPED", sorted(summary.policy_dropped_guards), "policy-dropped guard slots"))
-        sections.append(("_SLOT_SPELLING", list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"))
-    if lean is None and programs is None:
-        sections.append(("_BACKENDS", payloads, "compiled graphs"))
+    # every section any mode writes; the artifact's contract picks its own
+    producers = {
+        "_TRACED": (lambda: traced_code(session), "the code the capture traced, checked unchanged at load"),
+        # standalone only: an installed artifact's live function has its defaults
+        "_ENTRY_BINDING": (lambda: _entry_binding(session.fn), "the entry's default arguments"),
+        "_FRAMES": (lambda: lean.frames if lean is not None else records, "frame records"),
+        "_SOURCES": (lambda: _inlined_sources(entry), "the captured sources' checksums"),
+        "_TORCH_COMPILED": (_torch_compiled_modules, "torch modules Dynamo compiles"),
+        "_PACKAGE": (lambda: _package_for_install(entry, records), "Dynamo package entry"),
+        "_VARIANT_PINS": (lambda: _variant_pins(records), "each variant's pins, by its guard state"),
+        "_MINTED": (lambda: _frames.minted_globals(records), "globals Dynamo bound by id"),
+        "_POLICY_DROPPED": (lambda: sorted(summary.policy_dropped_guards), "policy-dropped guard slots"),
+        "_SLOT_SPELLING": (lambda: list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"),
+        "_BACKENDS": (lambda: payloads, "compiled graphs"),
+    }
+    contract = driver_contract(mode, dynamo_free=lean is not None, graph_programs=programs is not None)
+    sections = [(name, producers[name][0](), producers[name][1]) for name in contract.sections]
     driver = driver_source(mode, dynamo_free=lean is not None, graph_programs=programs is not None)
     program = "".join(f"{name} = {_blob(value, what)}\n" for name, value, what in sections)
     head = (

@@ -1,9 +1,12 @@
 # ---------------------------------------------------------------------------
 # Driver: rebuild the captured frames and serve them. Joined from parts of
 # torch_precompile/_dynamo/driver/ by the renderer, each part only where this
-# artifact's mode needs it; they read the metadata constants and the opaque
-# sections above, and each part uses only the parts joined before it:
+# artifact's mode needs it (driver/__init__.py's CONTRACTS: the parts, the
+# sections and program they read, what the loader reads back); they read the
+# metadata constants and the opaque sections above, and each part uses only the
+# parts joined before it:
 #
+#   _compat part   the torch differences the parts below meet
 #   common         decoding, imports, seeding module globals, this host's state
 #   fingerprints   what a function, builtin or value is, spelled alike in every
 #                  process; the code the capture traced, checked unchanged
@@ -14,7 +17,6 @@
 #   lean_checks    Dynamo-free frames: marshal'd code, generated guard checks
 #     or
 #   dynamo_state   frames through Dynamo's serialized guard state and payloads
-#   _compat part   the torch differences the parts above meet
 #   standalone | installed_lean | installed_dynamo: the serving mode, which
 #                  defines forward(), _pc_install() (installed) and
 #                  _pc_seeded_scopes()
@@ -202,15 +204,16 @@ def _pc_module_scopes(names):
     return [vars(_pc_import(name)) for name in sorted(set(names) | set(_PC_MINTED))]
 
 
-def _pc_installed_forward():
+def _pc_installed_forward(install):
     """forward() of an installed artifact run alone (torch_precompile.load() wraps
-    the calls instead): installs on the first call, then runs each call with the
-    evaluator in run-only mode, so the entries serve and any other call runs as is."""
+    the calls instead): ``install()`` (the mode part's) on the first call, then each
+    call with the evaluator in run-only mode, so the entries serve and any other
+    call runs as is."""
     served = []
 
     def forward(*args, **kwargs):
         if not served:
-            served.append(_pc_install())
+            served.append(install())
         from torch._C._dynamo.eval_frame import set_eval_frame
 
         prior = set_eval_frame(False)

@@ -100,4 +100,4 @@ def _pc_seeded_scopes():
     return _pc_module_scopes({FN_MODULE, *(code.python_module for code in _pc_unpack(_PACKAGE).codes)})
 
 
-forward = _pc_installed_forward()
+forward = _pc_installed_forward(_pc_install)

@@ -188,4 +188,4 @@ def _pc_seeded_scopes():
     return _pc_module_scopes(frame["module"] for frame in _pc_unpack(_FRAMES))
 
 
-forward = _pc_installed_forward()
+forward = _pc_installed_forward(_pc_install)
