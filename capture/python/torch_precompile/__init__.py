@@ -29,8 +29,8 @@ _HOMES = {
     "load": "_api",
     "Capture": "_bases",
     "PrecompiledRunnable": "_bases",
-    "no_compilation": "_lockdown",
-    "serving": "_lockdown",
+    "no_compilation": "_scopes",
+    "serving": "_scopes",
     "install": "_install",
     "PrecompileSummary": "_summary",
     "DynamoTracer": "_tracers",
@@ -45,7 +45,7 @@ def _arm_at_startup():
     import os
 
     if os.environ.get("TORCH_PRECOMPILE_NO_COMPILATION") == "1":
-        from ._lockdown import arm
+        from ._scopes import arm
 
         arm()
 

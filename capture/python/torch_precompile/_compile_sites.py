@@ -67,10 +67,10 @@ def arm() -> None:
         return
     if not (capture_dir or serve_dir):
         return
-    from ._boot import when_torch_imported
+    from .gates.on_import import when_imported
 
     mode = _Capturing(capture_dir) if capture_dir else _Serving(serve_dir)  # type: ignore[arg-type]
-    when_torch_imported(mode.patch)
+    when_imported("torch", mode.patch, strict=True)
 
 
 # --------------------------------------------------------------------------- sites

@@ -15,6 +15,7 @@ from .._errors import PrecompileError
 from .._progress import log, step
 from .._summary import PrecompileSummary
 from .._tracers import DynamoTracer
+from .frames import main_script
 
 _MODULE_LEVEL = ("capture a module-level function of an importable module that takes what it "
                  "needs as arguments, e.g. 'def step(model, x): return model(x)' in mymodels.py, "
@@ -98,13 +99,6 @@ class _ArtifactRecords:
         self._mine = [getattr(manager, f) for f in self._FIELDS]
         for field, value in zip(self._FIELDS, self._saved):
             setattr(manager, field, value)
-
-
-def main_script() -> str | None:
-    """The real path of the script running as __main__ (``python app.py``), if any:
-    a function defined there is served by a later run of the same script."""
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    return os.path.realpath(path) if isinstance(path, str) and os.path.isfile(path) else None
 
 
 class DynamoCapture(Capture):

@@ -124,6 +124,6 @@ def live_functions(module: str, qualname: str) -> list[Any]:
 
 def without_policy_slots(graph: Any, policy: set[tuple[str, str]]) -> None:
     """The driver's ``_pc_without_policy_slots`` with the capture's slot spelling."""
-    from .guards import SLOT_SPELLING
+    from .spelling import SLOT_SPELLING
 
     _driver_part()["_pc_without_policy_slots"](graph, policy, SLOT_SPELLING)

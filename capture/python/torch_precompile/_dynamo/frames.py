@@ -8,6 +8,8 @@ first code (CompilePackage records the captured fn first).
 
 from __future__ import annotations
 
+import os
+import sys
 import types
 from typing import Any
 
@@ -272,3 +274,10 @@ def check_entry(records: list[dict[str, Any]], fn_name: str,
         "would serve nothing; capture the function that calls the model, e.g. a "
         "module-level 'def step(model, x): return model(x)'"
     )
+
+
+def main_script() -> str | None:
+    """The real path of the script running as __main__ (``python app.py``), if any:
+    a function defined there is served by a later run of the same script."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.realpath(path) if isinstance(path, str) and os.path.isfile(path) else None

@@ -20,6 +20,7 @@ from .._compat import dynamo as _compat
 from . import identity, library_objects
 from .identity import CLASS_LEVEL as _CLASS_LEVEL
 from .identity import chain
+from .spelling import NORMALIZE, SLOT_SPELLING, normalize, plain_expression, slot_source  # noqa: F401 - re-exported
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
 Slot = tuple[str, str]
@@ -43,29 +44,7 @@ _IDENTITY = frozenset({"ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATC
 # object still exists. Everything that pins a shape, value or kind is outside it.
 POLICY_TYPES = _IDENTITY - {"WEAKREF_ALIVE"}
 
-# Addresses and per-process counters differ run to run; scrub them so slots and
-# rendered checks compare (and the artifact diffs) stably. (pattern, replacement)
-# in order; a slot's spelling also drops the L[...] of a local. The artifact
-# spells slots with these same rules (render writes them as _SLOT_SPELLING).
-NORMALIZE = ((r"(___check_(?:obj|type)_id\(.*?, )\d+\)", r"\1<id>)"),
-             (r"__builtins_dict___\d+", "__builtins_dict__"),
-             (r"_\d{9,}_c\d+\b", "_<id>_c<n>"))
-SLOT_SPELLING = ((r"\bL\[(['\"])(.*?)\1\]", r"\2"), *NORMALIZE)
-_NORMALIZE = [(re.compile(p), r) for p, r in NORMALIZE]
-_SLOT_SPELLING = [(re.compile(p), r) for p, r in SLOT_SPELLING]
-
-
-def normalize(text: str) -> str:
-    for pattern, replacement in _NORMALIZE:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def slot_source(name: str) -> str:
-    """``L['self'].act`` -> ``self.act``; globals keep their ``G[...]`` spelling."""
-    for pattern, replacement in _SLOT_SPELLING:
-        name = pattern.sub(replacement, name)
-    return name
+# How guard sources and slots are spelled across processes: spelling.py.
 
 
 def default_filter(entries: Sequence[Any]) -> list[bool]:
@@ -372,17 +351,6 @@ def _judge_config(e: Any, configs: dict[str, Any]) -> tuple[str, Any] | None:
             "of its identity", (name, recipe))
 
 
-def plain_expression(expr: str) -> bool:
-    """An expression over the frame's globals and locals and the builtins that
-    Dynamo's source names spell, which the driver can evaluate."""
-    from .minted import loaded_globals
-
-    try:
-        return loaded_globals([compile(expr, "<pin>", "eval")]) <= _PIN_NAMES
-    except SyntaxError:
-        return False
-
-
 def _fingerprint(e: Any) -> str:
     """What a guard checked, comparable across variants of one capture. Runs
     inside Dynamo's compile, so a value that refuses to be read is not an error."""
@@ -482,11 +450,6 @@ def proof_of(e: Any) -> str:
     return "a module, class or code object fixed once its module is imported"
 
 
-# Identifiers a pinned source may use: Dynamo's scope dicts and the builtins its
-# source names spell: dict(type(x).__dict__); a dict entry by its key's position,
-# list(dict.keys(d))[i] (transformers' ACT2FN[...] read in a forward, torch's pytree
-# registry); a module Dynamo names by import, __import__('torch').utils._pytree.
-_PIN_NAMES = frozenset({"G", "L", "dict", "type", "list", "__import__"})
 
 
 def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:

@@ -87,7 +87,7 @@ def _by_import(steps: list[Any]) -> bool:
 
 
 def _plain(expr: str) -> bool:
-    from .guards import plain_expression
+    from .spelling import plain_expression
 
     return plain_expression(expr)
 

@@ -201,7 +201,7 @@ def metadata(session: Any, records: list[dict[str, Any]], summary: PrecompileSum
         # Sources pinned to the value the capture saw; any other value misses.
         "WONT_GENERALIZE": list(summary.wont_generalize),
     }
-    from .capture import main_script
+    from .frames import main_script
 
     if main_script() is not None:
         # what the artifact reads of __main__ (fn, a class defined in the script) is

@@ -19,9 +19,9 @@ No torch import here (TORCH_LOGS walks this package while torch imports).
 
 from __future__ import annotations
 
-import threading
+import _thread
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # not threading: this package is imported at every boot
 _process_gates = False
 _torch_gates = False
 

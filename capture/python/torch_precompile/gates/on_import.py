@@ -1,4 +1,6 @@
-"""Run a callback right after a named module finishes importing.
+"""Run a callback right after a named module finishes importing: the one
+after-import hook of the package (the boot's torch install, the gates, the
+zero-code modes all register here).
 
 Most gated subsystems (Dynamo, Inductor, AOTAutograd, Triton, cpp_extension) are
 imported lazily by torch, and importing them costs seconds; a process that only
@@ -10,43 +12,51 @@ the importer binds the gated ``f``. No torch import here.
 
 from __future__ import annotations
 
-import importlib.abc
-import logging
+# Imported at every booted interpreter's start: nothing heavier than these
+# (no logging, typing or importlib.abc, which cost ~25 ms of each start).
+import _thread
 import sys
-import threading
-from types import ModuleType
-from typing import Callable
 
-log = logging.getLogger("torch_precompile.gates")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Callable
 
-Callback = Callable[[ModuleType], None]
+    Callback = Callable[[ModuleType], None]
 
-_lock = threading.RLock()
-_waiting: dict[str, list[Callback]] = {}
+_lock = _thread.RLock()
+_waiting: dict[str, list[tuple[Callback, bool]]] = {}
 
 
-def when_imported(name: str, callback: Callback) -> None:
-    """Call ``callback(module)`` now if ``name`` is imported, else right after it is."""
+def when_imported(name: str, callback: Callback, *, strict: bool = False) -> None:
+    """Call ``callback(module)`` now if ``name`` is imported, else right after it is.
+    A gate's callback that fails is logged, so a torch/Triton version without the
+    gated attribute still imports; a ``strict`` one (the boot's install, arming
+    the gates, a zero-code mode) raises into the import that ran it."""
     with _lock:
         module = sys.modules.get(name)
         if module is None:
-            _waiting.setdefault(name, []).append(callback)
+            _waiting.setdefault(name, []).append((callback, strict))
             _ensure_finder()
             return
-    _run(name, module, [callback])
+    _run(name, module, [(callback, strict)])
 
 
-def _run(name: str, module: ModuleType, callbacks: list[Callback]) -> None:
-    for callback in callbacks:
+def _run(name: str, module: ModuleType, callbacks: list[tuple[Callback, bool]]) -> None:
+    for callback, strict in callbacks:
+        if strict:
+            callback(module)
+            continue
         try:
             callback(module)
         except Exception:  # noqa: BLE001
-            # A torch/Triton version without the gated attribute must not break
-            # the import of the module itself.
-            log.warning("could not arm a lockdown gate on %s", name, exc_info=True)
+            import logging
+
+            logging.getLogger("torch_precompile.gates").warning(
+                "could not arm a lockdown gate on %s", name, exc_info=True)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     """Finds nothing itself: asks the finders after it, then wraps the loader."""
 
     def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
