@@ -33,8 +33,27 @@ class Capture(Generic[_P, _R]):
     def __enter__(self) -> Capture[_P, _R]:
         raise NotImplementedError
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        # a block that raised writes nothing it had not saved
+        self.close(write=exc_type is None)
+
+    def close(self, *, write: bool = True) -> None:
+        """End the block as its exit does: write the artifact (``write=True``) or
+        keep only what save() wrote. Internal: the zero-code modes' long-lived
+        captures end this way."""
         raise NotImplementedError
+
+    def suspend(self) -> None:
+        """Step out of the block's process-wide scopes between calls, keeping what
+        they hold, so another capture can run in this process; resume() before
+        the next call, save() or close(). Internal: one capture per site."""
+
+    def resume(self) -> None:
+        """Step back into the scopes suspend() left."""
+
+    def unsaved(self) -> bool:
+        """Whether calls since the last save() captured something it does not hold."""
+        return True
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         raise NotImplementedError

@@ -47,22 +47,16 @@ import warnings
 from typing import Any, Callable
 
 from . import _settings
+from ._live_capture import BACKENDS, LiveCapture, rank, say
 
-_PREFIX = "torch_precompile"
 INDEX = "index.json"
-_BACKENDS = ("inductor", "eager")
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"{_PREFIX}: {message}\n")
-    sys.stderr.flush()
 
 
 def arm() -> None:
     capture_dir = _settings.get(_settings.CAPTURE_DIR)
     serve_dir = _settings.get(_settings.SERVE_DIR)
     if capture_dir and serve_dir:
-        _say("PRECOMPILE_CAPTURE_DIR and PRECOMPILE_SERVE_DIR are both set; give one "
+        say("PRECOMPILE_CAPTURE_DIR and PRECOMPILE_SERVE_DIR are both set; give one "
              "(sites are neither captured nor served)")
         return
     if not (capture_dir or serve_dir):
@@ -74,11 +68,6 @@ def arm() -> None:
 
 
 # --------------------------------------------------------------------------- sites
-
-
-def _rank() -> str:
-    rank = os.environ.get("RANK", "")
-    return rank if rank.isdigit() else "0"
 
 
 def _caller_site(obj: Any, depth: int) -> str:
@@ -157,7 +146,7 @@ def _site_id(site: str) -> str:
 
 def _pair_names(site: str) -> tuple[str, str]:
     slug = re.sub(r"[^A-Za-z0-9]+", "_", site.split("@", 1)[0]).strip("_")[:40] or "site"
-    base = f"{slug}-{_site_id(site)}.rank{_rank()}"
+    base = f"{slug}-{_site_id(site)}.rank{rank()}"
     return base + ".py", base + ".cache"
 
 
@@ -176,12 +165,12 @@ def _bound_method(obj: Any) -> str | None:
     return name if found is obj.__func__ else None
 
 
-def _site_entry(site: str, method: str | None = None, rank: str | None = None) -> Any:
+def _site_entry(site: str, method: str | None = None, pair_rank: str | None = None) -> Any:
     """The entry module of a site that compiles a module or a bound method (the
-    one of ``rank``'s pair: this process's rank unless it serves another's)."""
+    one of ``pair_rank``'s pair: this process's rank unless it serves another's)."""
     from ._sites import entry_module
 
-    entry = entry_module(_site_id(site) + "r" + (rank or _rank()))
+    entry = entry_module(_site_id(site) + "r" + (pair_rank or rank()))
     if method is not None:
         entry.METHOD = method
     return entry
@@ -191,9 +180,9 @@ def _not_capturable(obj: Any, backend: Any, mode: Any) -> str | None:
     """Why a site cannot be captured, or None."""
     import torch
 
-    if not isinstance(backend, str) or backend not in _BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         return (f"backend={backend!r} is not one an artifact holds (use "
-                f"{' or '.join(map(repr, _BACKENDS))})")
+                f"{' or '.join(map(repr, BACKENDS))})")
     if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
         return f"mode={mode!r} is not one of torch.compile's modes"
     if isinstance(obj, torch.nn.Module) or _bound_method(obj) is not None:
@@ -254,7 +243,7 @@ class _Index:
             data = self.read()
             slot = data["sites"].setdefault(site, {})
             slot.update(entry)
-            slot.setdefault("ranks", {})[_rank()] = rank_entry
+            slot.setdefault("ranks", {})[rank()] = rank_entry
             tmp = os.path.join(self.root, f".{INDEX}.{os.getpid()}")
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(data, f, indent=1, sort_keys=True)
@@ -363,7 +352,7 @@ class _Capturing(_Mode):
         if why is None and site in self.sites:
             why = "a second torch.compile at the same line (a loop?) shares its site's name"
         if why is not None:
-            _say(f"torch.compile site {site}: not captured ({why}); it compiles as usual")
+            say(f"torch.compile site {site}: not captured ({why}); it compiles as usual")
             return _as_torch_compiles(obj, kwargs, real, own_call)
         capture = self.sites[site] = _SiteCapture(self, site, obj, options, own_call)
         if isinstance(obj, torch.nn.Module):
@@ -410,10 +399,8 @@ class _SiteCapture:
             self.fn, self.what = _site_entry(site, method).call_method, "method"
         else:
             self.fn, self.what = obj, "function"
-        self.cap: Any = None
-        self.calls = self.captured = self.saved = 0
+        self.live = LiveCapture(f"torch.compile site {site}", self.paths[0], self._open, suspended=True)
         self.indexed: int | None = None  # calls the index counted when it was last written
-        self.failed: str | None = None
         self.lock = threading.Lock()
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -423,93 +410,52 @@ class _SiteCapture:
 
         # Inside another site's capture call (a compiled module calling a compiled
         # function) or a trace, the site is part of that capture: it runs as itself.
-        if torch.compiler.is_compiling() or active() is not None or self.failed is not None:
+        if torch.compiler.is_compiling() or active() is not None or self.live.failed is not None:
             return self.fn(*args, **kwargs)
+        o = self.options
         with self.lock:
-            self.calls += 1
-            try:
-                if self.cap is None:
-                    self._open()
-                else:
-                    self.cap.resume()
-                try:
-                    with _inductor_config(self.options["mode"], self.options["options"], self.options["dynamic"]):
-                        result = self.cap(*args, **kwargs)
-                    if self.options["fullgraph"] and self.cap.summary().frames > 1:
-                        self.failed = (f"fullgraph=True and the capture has a graph break "
-                                       f"({self.cap.summary()}); nothing of it is kept")
-                        _say(f"torch.compile site {self.site}: {self.failed}")
-                        self._abandon()
-                        return result
-                    self.captured += 1
-                    try:
-                        if self.cap.unsaved():  # checkpoint: a job killed later keeps a loadable pair
-                            self.cap.save()
-                            self._index()
-                        self.saved = self.captured
-                    except Exception as e:  # noqa: BLE001 - said; the last checkpoint is kept
-                        _say(f"torch.compile site {self.site}: checkpoint after call {self.calls} "
-                             f"not written ({str(e).splitlines()[0]})")
-                finally:
-                    if self.cap is not None:
-                        self.cap.suspend()
-            except Exception as e:  # capture must never break the job
-                self.failed = f"{type(e).__name__}: {e}"
-                _say(f"torch.compile site {self.site}: capture failed on call {self.calls} "
-                     f"({self.failed.splitlines()[0]}); the call runs uncaptured and capture stops")
-                self._abandon()
-                return self.fn(*args, **kwargs)
-            return result
+            return self.live.call(self.fn, args, kwargs,
+                                  scope=lambda: _inductor_config(o["mode"], o["options"], o["dynamic"]),
+                                  check=self._graph_break, on_save=self._index)
 
-    def _open(self) -> None:
+    def _graph_break(self, cap: Any) -> str | None:
+        if self.options["fullgraph"] and cap.summary().frames > 1:
+            return f"fullgraph=True and the capture has a graph break ({cap.summary()}); nothing of it is kept"
+        return None
+
+    def _open(self) -> Any:
         import torch_precompile as tp
 
-        tracer = tp.DynamoTracer(dynamic=self.options["dynamic"])
-        self.cap = tp.capture(self.fn, artifact_path=self.paths[0], cache_path=self.paths[1],
-                              tracer=tracer, backend=self.options["backend"])
-        self.cap.__enter__()
-
-    def _abandon(self) -> None:
-        if self.cap is not None:
-            with contextlib.suppress(Exception):
-                self.cap.resume()
-                self.cap.__exit__(RuntimeError, RuntimeError("abandoned"), None)
-        self.cap = None
+        return tp.capture(self.fn, artifact_path=self.paths[0], cache_path=self.paths[1],
+                          tracer=tp.DynamoTracer(dynamic=self.options["dynamic"]), backend=self.options["backend"])
 
     def _index(self) -> None:
+        assert self.live.cap is not None
         self.mode.index.record(
             self.site,
             {"what": self.what, "options": self.options, "captured_with": _versions(self.site)},
             {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
-             "summary": str(self.cap.summary()), "calls_captured": self.captured,
+             "summary": str(self.live.cap.summary()), "calls_captured": self.live.captured,
              "rank_independent": _rank_independent(self.paths[0])})
-        self.indexed = self.captured
+        self.indexed = self.live.captured
 
     def finish(self) -> None:
-        if self.cap is None:
-            if self.failed is None and self.calls == 0:
-                _say(f"torch.compile site {self.site}: never called, so nothing was captured")
+        live = self.live
+        if live.cap is None:
+            if live.failed is None and live.calls == 0:
+                say(f"torch.compile site {self.site}: never called, so nothing was captured")
             return
-        try:
-            summary, graphs = str(self.cap.summary()), self.cap.summary().backend_graphs
-            self.cap.resume()
-            if self.saved == self.captured:
-                self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
-            else:
-                self.cap.__exit__(None, None, None)
-            if self.indexed != self.captured:
-                # the pair is the last checkpoint's; the index counts every call since
-                self._index()
-        except Exception as e:  # noqa: BLE001
-            _say(f"torch.compile site {self.site}: writing {self.paths[0]} failed: "
-                 f"{str(e).splitlines()[0]}; the last checkpoint (if any) is kept")
+        # the pair is the last checkpoint's when nothing new came since; the index
+        # counts every call since
+        summary = live.finish(on_close=lambda: self._index() if self.indexed != live.captured else None)
+        if summary is None:
             return
-        _say(f"captured torch.compile site {self.site} from {self.captured} of {self.calls} "
-             f"call(s) into {self.paths[0]}: {summary}")
-        if graphs == 0:
-            _say(f"torch.compile site {self.site}: no graph was captured, so it serves as eager "
-                 "Python (Dynamo left all of it to eager: a step of torch.optim, which Dynamo enters "
-                 "as a frame of torch's own, is one such case)")
+        say(f"captured torch.compile site {self.site} from {live.captured} of {live.calls} "
+            f"call(s) into {self.paths[0]}: {summary}")
+        if summary.backend_graphs == 0:
+            say(f"torch.compile site {self.site}: no graph was captured, so it serves as eager "
+                "Python (Dynamo left all of it to eager: a step of torch.optim, which Dynamo enters "
+                "as a frame of torch's own, is one such case)")
 
 
 class _Serving(_Mode):
@@ -534,7 +480,7 @@ class _Serving(_Mode):
         except ValueError as e:
             raise PrecompileError(f"torch.compile site {site}: {e}") from None
         ranks = (entry or {}).get("ranks", {})
-        pair, pair_rank = ranks.get(_rank()), _rank()
+        pair, pair_rank = ranks.get(rank()), rank()
         if pair is None:  # a rank the capture did not run: any rank-independent pair serves it
             shared = sorted((r for r, e in ranks.items() if e.get("rank_independent")), key=int)
             if shared:
@@ -543,7 +489,7 @@ class _Serving(_Mode):
         if pair is None:
             why = (f"torch.compile site {site} has no captured pair in {self.root}"
                    + ("" if entry is None else
-                      f" for rank {_rank()} (the pairs of ranks {sorted(ranks, key=int)} read their "
+                      f" for rank {rank()} (the pairs of ranks {sorted(ranks, key=int)} read their "
                       "rank, so each serves its own rank only)"))
             if _lockdown.current() is not None:
                 raise PrecompileError(

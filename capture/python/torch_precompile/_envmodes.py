@@ -37,18 +37,13 @@ lines only until then.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from . import _settings
-
-_PREFIX = "torch_precompile"
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"{_PREFIX}: {message}\n")
-    sys.stderr.flush()
+from ._live_capture import BACKENDS, LiveCapture, say
 
 
 def parse_target(var: str, spec: str) -> tuple[str, list[str]]:
@@ -181,14 +176,10 @@ class _EnvCapture:
         self.cache = _settings.get(_settings.CACHE)
         self.tracer_name = _settings.get(_settings.TRACER) or "dynamo"
         self.backend = _settings.get(_settings.BACKEND) or "inductor"
-        self.cap: Any = None
+        self.live: LiveCapture | None = None  # made once the paths are final
         self.cap_running = False  # a capture call is running (a nested call is part of it)
-        self.calls = 0
-        self.captured = 0
-        self.failed: str | None = None
         self.imported = False
         self.reported = False  # a problem already said on stderr: say nothing more
-        self.saved = 0  # captured calls the last checkpoint holds
         self.unresolved: str | None = None  # {rank} in a path outside a torchrun worker
 
     def check_config(self) -> str | None:
@@ -205,25 +196,26 @@ class _EnvCapture:
             return str(e)
         if self.tracer_name not in ("dynamo", "make_fx"):
             return f"PRECOMPILE_TRACER={self.tracer_name!r}: use 'dynamo' or 'make_fx'; nothing will be captured"
-        if self.backend not in ("inductor", "eager"):
-            return f"PRECOMPILE_BACKEND={self.backend!r}: use 'inductor' or 'eager'; nothing will be captured"
+        if self.backend not in BACKENDS:
+            return (f"PRECOMPILE_BACKEND={self.backend!r}: use {' or '.join(map(repr, BACKENDS))}; "
+                    "nothing will be captured")
         return None
 
     def wrap(self, module: Any) -> None:
         self.imported = True
         if self.unresolved is not None:
-            _say(f"{self.unresolved}; nothing will be captured")
+            say(f"{self.unresolved}; nothing will be captured")
             self.reported = True
             return
         try:
             owner, name, fn = _resolve(module, self.path)
         except AttributeError:
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {self.module_name} has no attribute "
+            say(f"PRECOMPILE_CAPTURE={self.spec!r}: {self.module_name} has no attribute "
                  f"{'.'.join(self.path)}; nothing will be captured")
             self.reported = True
             return
         if not callable(fn):
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} is not callable; "
+            say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} is not callable; "
                  "nothing will be captured")
             self.reported = True
             return
@@ -233,7 +225,7 @@ class _EnvCapture:
         try:
             cls = module_class_target(owner, name, fn, "PRECOMPILE_CAPTURE", self.spec)
         except ValueError as e:
-            _say(f"{e}; nothing will be captured")
+            say(f"{e}; nothing will be captured")
             self.reported = True
             return
         if cls is not None:
@@ -252,86 +244,56 @@ class _EnvCapture:
         captured.__precompile_env_capture__ = True  # type: ignore[attr-defined]
         setattr(owner, name, captured)
 
-    def _open(self, fn: Callable[..., Any]) -> None:
-        import torch_precompile as tp
+    def _opener(self, fn: Callable[..., Any]) -> Callable[[], Any]:
+        def open_capture() -> Any:
+            import torch_precompile as tp
 
-        tracer = tp.MakeFxTracer() if self.tracer_name == "make_fx" else tp.DynamoTracer()
-        self.cap = tp.capture(fn, artifact_path=self.artifact, cache_path=self.cache,
+            tracer = tp.MakeFxTracer() if self.tracer_name == "make_fx" else tp.DynamoTracer()
+            return tp.capture(fn, artifact_path=self.artifact, cache_path=self.cache,
                               tracer=tracer, backend=self.backend)
-        self.cap.__enter__()
+        return open_capture
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        self.cap_running = True
+        try:
+            yield
+        finally:
+            self.cap_running = False
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         import torch
 
         if self.cap_running or torch.compiler.is_compiling():
             return fn(*args, **kwargs)  # inside this capture's own call: part of it
-        self.calls += 1
-        if self.failed is not None or (self.tracer_name == "make_fx" and self.captured >= 1):
+        if self.live is None:
+            self.live = LiveCapture(f"PRECOMPILE_CAPTURE={self.spec!r}", str(self.artifact), self._opener(fn))
+        if self.tracer_name == "make_fx" and self.live.captured >= 1:  # MakeFx takes one call
+            self.live.calls += 1
             return fn(*args, **kwargs)
-        try:
-            if self.cap is None:
-                self._open(fn)
-            self.cap_running = True
-            try:
-                result = self.cap(*args, **kwargs)
-            finally:
-                self.cap_running = False
-        except Exception as e:  # capture must never break the job
-            self.failed = f"{type(e).__name__}: {e}"
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: capture failed on call {self.calls} "
-                 f"({self.failed.splitlines()[0]}); the call runs uncaptured and capture stops")
-            self._abandon()
-            return fn(*args, **kwargs)
-        self.captured += 1
-        try:
-            # checkpoint, when the call compiled something new: a job killed later
-            # still leaves a loadable pair
-            if getattr(self.cap, "unsaved", lambda: True)():
-                self.cap.save()
-            self.saved = self.captured
-        except Exception as e:
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: checkpoint after call {self.calls} not "
-                 f"written ({str(e).splitlines()[0]})")
-        return result
-
-    def _abandon(self) -> None:
-        if self.cap is not None:
-            try:
-                self.cap.__exit__(RuntimeError, RuntimeError("abandoned"), None)
-            except Exception:
-                pass
-        self.cap = None
+        return self.live.call(fn, args, kwargs, scope=self._running)
 
     def finish(self) -> None:
         if self.reported:
             return
         if not self.imported:
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: module {self.module_name} was never "
+            say(f"PRECOMPILE_CAPTURE={self.spec!r}: module {self.module_name} was never "
                  "imported, so nothing was captured (a script run as __main__ is not "
                  f"'{self.module_name}': name it __main__:{'.'.join(self.path)})"
                  if self.module_name != "__main__" else
                  f"PRECOMPILE_CAPTURE={self.spec!r}: the script never bound "
                  f"{self.path[0]!r} at its top level, so nothing was captured")
             return
-        if self.cap is None:
-            if self.failed is None:
-                _say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} was never "
-                     "called, so nothing was captured")
+        live = self.live
+        if live is None or live.cap is None:
+            if live is None or live.failed is None:
+                say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} was never "
+                    "called, so nothing was captured")
             return
-        try:
-            summary = self.cap.summary()
-            if self.saved == self.captured:
-                # The last checkpoint holds every captured call: writing again would
-                # redo it after the job tore down what the guards read (a destroyed
-                # process group), so the block closes without a write.
-                self.cap.__exit__(RuntimeError, RuntimeError("checkpointed"), None)
-            else:
-                self.cap.__exit__(None, None, None)
-        except Exception as e:
-            _say(f"PRECOMPILE_CAPTURE={self.spec!r}: writing {self.artifact} failed: "
-                 f"{str(e).splitlines()[0]}; the last checkpoint (if any) is kept")
+        summary = live.finish()
+        if summary is None:
             return
-        _say(f"captured {'.'.join(self.path)} from {self.captured} of {self.calls} call(s) "
+        say(f"captured {'.'.join(self.path)} from {live.captured} of {live.calls} call(s) "
              f"into {self.artifact} + {self.cache}: {summary}")
 
 
@@ -339,15 +301,13 @@ def _arm_capture(spec: str) -> None:
     try:
         module_name, path = parse_target("PRECOMPILE_CAPTURE", spec)
     except ValueError as e:
-        _say(str(e))
+        say(str(e))
         return
     env_capture = _EnvCapture(spec, module_name, path)
     problem = env_capture.check_config()
     if problem:
-        _say(problem)
+        say(problem)
         return
-    from .gates.on_import import when_imported
-
     _when_bound(module_name, path[0], env_capture.wrap)
     atexit.register(env_capture.finish)
 
@@ -373,11 +333,9 @@ def _arm_serve(spec: str) -> None:
     try:
         items = parse_serve(spec)
     except ValueError as e:
-        _say(str(e))
+        say(str(e))
         # Fail loudly at the point of use: nothing is served, and that must show.
         return
-    from .gates.on_import import when_imported
-
     for module_name, path, code, cache in items:
         _when_bound(module_name, path[0],
                     lambda m, p=path, c=code, k=cache, n=module_name: _serve(m, n, p, c, k))
@@ -389,13 +347,13 @@ def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str
     try:
         owner, name, fn = _resolve(module, path)
     except AttributeError:
-        _say(f"PRECOMPILE_SERVE: {module_name} has no attribute {'.'.join(path)}; not served")
+        say(f"PRECOMPILE_SERVE: {module_name} has no attribute {'.'.join(path)}; not served")
         return
     spec = f"{module_name}:{'.'.join(path)}"
     try:
         cls = module_class_target(owner, name, fn, "PRECOMPILE_SERVE", spec)
     except ValueError as e:
-        _say(f"{e}; not served")
+        say(f"{e}; not served")
         return
     if cls is not None:
         cls.__call__ = _class_server(spec, code, cache)
@@ -404,7 +362,7 @@ def _serve(module: Any, module_name: str, path: list[str], code: str, cache: str
         runnable = _load(spec, code, cache)
     except _Unloadable as e:
         message = str(e)
-        _say(message)
+        say(message)
 
         @functools.wraps(fn)
         def unloadable(*args: Any, **kwargs: Any) -> Any:
@@ -452,7 +410,7 @@ def _class_server(spec: str, code: str, cache: str) -> Callable[..., Any]:
                         loaded.append(_load(spec, code, cache))
                     except _Unloadable as e:
                         failed.append(str(e))
-                        _say(failed[0])
+                        say(failed[0])
         if failed:
             from ._errors import PrecompileError
 

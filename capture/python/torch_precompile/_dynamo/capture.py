@@ -147,10 +147,8 @@ class DynamoCapture(Capture):
         return self
 
     def suspend(self) -> None:
-        """Step out of the block's process-wide scopes (kernel cache directories, the
-        journal, the cache-artifact records) between calls, keeping what they hold,
-        so that another capture can run in this process; resume() before the next
-        call, save() or exit. Internal: one capture per torch.compile site."""
+        """The block's scopes: kernel cache directories, the journal, the
+        cache-artifact records."""
         self._scopes.close()
 
     def resume(self) -> None:
@@ -159,13 +157,12 @@ class DynamoCapture(Capture):
         scopes.enter_context(self._artifacts)
         self._scopes = scopes
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def close(self, *, write: bool = True) -> None:
         self._state = "spent"
         try:
             with self._scopes:
-                if exc_type is None:
+                if write:
                     self._write()
-            # A block that raised writes nothing it had not saved.
         finally:
             if self._session is not None:
                 _compat.release(self._fn)

@@ -11,7 +11,6 @@ one, the drops that are risky, and the facts compared across variants.
 from __future__ import annotations
 
 import inspect
-import re
 import types
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence

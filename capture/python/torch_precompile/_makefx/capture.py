@@ -56,13 +56,13 @@ class MakeFxCapture(Capture):
         self._state = "open"
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def close(self, *, write: bool = True) -> None:
         self._state = "spent"
         try:
-            if exc_type is None:  # a block that raised writes nothing it had not saved
+            if write:
                 self._write()
         finally:
-            self._block.__exit__(exc_type, exc, tb)
+            self._block.__exit__(None, None, None)
             self._block.close()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
