@@ -27,7 +27,7 @@ fn main() {
     // its first call rather than in every process the shim is preloaded into.
     // Rust links with -z now by default; most of its libc calls go through the
     // GOT, which lazy binding cannot defer (today: 14 symbols deferred, 52 bound
-    // at load; README "Limits" says where the rest of the per-exec cost goes).
+    // at load; docs/limits.md says where the rest of the per-exec cost goes).
     // A first call in a fork or vfork child resolving `execve` lazily is what
     // every C program linked without -z now does; glibc's resolver takes no
     // lock that fork could have left held.

@@ -2,7 +2,7 @@
 with DDP (six gradient buckets) and FSDP2, per-step time of the served step
 against eager and torch.compile, side by side in one run.
 
-What it answers (README, "Training"): the served DDP step runs Dynamo's capture
+What it answers (docs/training.md): the served DDP step runs Dynamo's capture
 with ``optimize_ddp`` off, one backward graph whose gradients DDP's reducer
 all-reduces as they land (at its end), where torch.compile splits the graph at
 bucket boundaries so all-reduce overlaps the backward; the served FSDP2 step runs

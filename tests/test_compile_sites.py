@@ -1,4 +1,4 @@
-"""torch.compile call sites captured and served by directory (README, "For code
+"""torch.compile call sites captured and served by directory (docs/torch-compile-sites.md, "For code
 that already uses torch.compile"): unmodified scripts under ``precompile run
 --capture DIR`` then ``--serve DIR --lockdown``, each run a fresh process tree,
 serving on other weights and inputs on a cold host, compiler runs read from the
@@ -260,7 +260,7 @@ def test_the_compiled_optimizer_step_says_it_serves_as_eager(tmp_path: Path) -> 
     Adam's step as a frame of torch's own, which the artifact runs as plain Python,
     so the capture holds no graph and says so on stderr; served (other weights,
     more steps, locked down, cold host), it equals eager Adam, 0 compiler runs.
-    Serving the step's graph is not done yet (README, Limits)."""
+    Serving the step's graph is not done yet (docs/limits.md)."""
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     app = str(TESTS / "opt_step_app.py")

@@ -1,4 +1,4 @@
-"""The identity rule, differentially (README, "What an artifact checks"): every
+"""The identity rule, differentially (docs/api.md, "The rule for every guard an artifact drops"): every
 kind of value Dynamo guards by identity (a function, an edited function, a lambda,
 a builtin, a functools.partial, a bound method, an nn.Module class, a module), through every
 source shape (argument, keyword, *args, **kwargs, entry default, closure cell,

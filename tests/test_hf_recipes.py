@@ -69,7 +69,7 @@ def test_model_compile_captured_at_two_prompt_lengths_serves_every_other(tmp_pat
 
 @pytest.mark.slow
 def test_dynamic_true_serves_any_prompt_length_from_one_captured_length(tmp_path: Path) -> None:
-    """README's one-line recipe: ``dynamic=True`` on the compiled bound method, one
+    """The one-line recipe of docs/torch-compile-sites.md: ``dynamic=True`` on the compiled bound method, one
     prompt length at capture, other lengths and more tokens served."""
     captured(tmp_path, "0", "8", "6", "method", "--dynamic")
     rc, result, err = served(tmp_path, "1", "10,20", "9", "method", "--dynamic")

@@ -1,6 +1,6 @@
 """The package's import graph, drawn from the code (every ``import`` and
 ``from … import`` in every module, at module level or inside a function), has no
-circle: layers depend one way (README, "Layout"; issue 40). Fails naming the
+circle: layers depend one way (docs/layout.md; issue 40). Fails naming the
 modules of any strongly connected component."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Library objects whose dropped identity guards become checks (README, "Which dropped
+"""Library objects whose dropped identity guards become checks (docs/api.md, "Which dropped
 guards are risky"): each model is captured with the DEFAULT DynamoTracer and inductor
 in one process, with no flags, and served in a fresh cold-host process locked down
 (strict shim, journal) on weights other than the capture's, against eager on those

@@ -1,6 +1,6 @@
 """A refused compile leaves nothing a later, allowed compile would use: in one
 process, builds and traces refused under no_compilation() run normally once it
-has ended (README, "Lockdown"). Fresh Inductor cache, so every probe really builds."""
+has ended (docs/lockdown.md). Fresh Inductor cache, so every probe really builds."""
 
 from __future__ import annotations
 

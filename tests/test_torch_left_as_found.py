@@ -1,4 +1,4 @@
-"""torch's internals patched only while needed (README, "Layout"): after a capture
+"""torch's internals patched only while needed (docs/layout.md): after a capture
 block exits, and after a load, every torch entry point the package wraps for a
 capture is torch's own again; the ones a serving process needs (the frozen-kernel
 hook on CppCodeCache.load_async) stay, documented at the patch. One fresh process,

@@ -1,4 +1,4 @@
-"""Training loops served from a capture (README, "Training"): a step captured over two
+"""Training loops served from a capture (docs/training.md): a step captured over two
 calls with the default DynamoTracer and inductor in one process, served in a fresh
 cold-host process locked down (strict shim, journal) for more steps than were
 captured, from other weights than the capture's: every loss and the final parameters

@@ -1,6 +1,6 @@
 """Distributed training loops under torchrun (2 gloo ranks, CPU), DDP with several
 gradient buckets and FSDP2, captured per rank and served in a fresh locked-down job
-(README, "Training"). Its own module, so the 2-rank jobs of test_multirank.py run as
+(docs/training.md). Its own module, so the 2-rank jobs of test_multirank.py run as
 they did before it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Zero-code targets for the code users already have (README, "Zero code
+"""Zero-code targets for the code users already have (docs/zero-code.md, "Zero code
 changes"): a model class (a transformers model whose forward is decorated, called
 by generate()) and a function of the script run as __main__. Unmodified scripts,
 captured under PRECOMPILE_CAPTURE, served in a fresh locked-down process on a cold

@@ -36,9 +36,12 @@ CAPTURE_DIR = Setting("PRECOMPILE_CAPTURE_DIR", "DIR: capture every torch.compil
 SERVE_DIR = Setting("PRECOMPILE_SERVE_DIR", "DIR: serve every torch.compile call site from DIR "
                     "(precompile run --serve DIR)")
 LIB = Setting("PRECOMPILE_LIB", "path of libprecompile.so, when it is not in the usual place")
+SIGNING_KEY = Setting("PRECOMPILE_SIGNING_KEY", "a PEM private key: every pair a capture writes is signed")
+TRUST = Setting("PRECOMPILE_TRUST", "':'-separated public key files and directories: load serves only "
+                "pairs they signed")
 
 ALL = (NO_COMPILATION, JOURNAL, STRICT, COMPILERS, ALLOW, CAPTURE, ARTIFACT, CACHE, TRACER,
-       BACKEND, SERVE, CAPTURE_DIR, SERVE_DIR, LIB)
+       BACKEND, SERVE, CAPTURE_DIR, SERVE_DIR, LIB, SIGNING_KEY, TRUST)
 
 
 def get(setting: Setting) -> str | None:

@@ -7,21 +7,20 @@ signature lives are `artifact::signature`'s; this module reads the environment."
 from __future__ import annotations
 
 import logging
-import os
 
-from . import _native
+from . import _native, _settings
 from ._errors import PrecompileError
 
 log = logging.getLogger(__name__)
 
-SIGNING_KEY = "PRECOMPILE_SIGNING_KEY"
-TRUST = "PRECOMPILE_TRUST"
+SIGNING_KEY = _settings.SIGNING_KEY.env
+TRUST = _settings.TRUST.env
 
 
 def signature_for(artifact_path: str, code: bytes, cache_path: str, cache: bytes) -> bytes | None:
     """The signature to write beside the pair, or None when no key is set. A key
     that cannot be used fails here, before the pair is written."""
-    key = os.environ.get(SIGNING_KEY)
+    key = _settings.get(_settings.SIGNING_KEY)
     if not key:
         return None
     try:
@@ -40,7 +39,7 @@ def signature_for(artifact_path: str, code: bytes, cache_path: str, cache: bytes
 def check(artifact_path: str, code: bytes, cache_path: str, cache: bytes) -> None:
     """Nothing when no trust policy is set; else the pair's bytes must be the ones
     a trusted key signed, or PrecompileError names what failed."""
-    trust = os.environ.get(TRUST)
+    trust = _settings.get(_settings.TRUST)
     if not trust:
         return
     try:

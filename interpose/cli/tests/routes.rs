@@ -4,7 +4,7 @@
 //! `precompile run --lockdown --enforce` (the shim and the kernel filter).
 //!
 //! Each route states what the shim alone does: `Refused`, or `Escapes`, a
-//! limit the README's Limits section lists (a renamed copy, a raw system
+//! limit docs/limits.md lists (a renamed copy, a raw system
 //! call, a static program, libc's exec reached through a `dlopen` handle
 //! with a cleared environment). An escape is asserted too: if the shim
 //! starts catching one, this test fails until the README says so. Under
