@@ -97,3 +97,18 @@ def test_the_definitions_the_capture_runs_are_in_the_parts_it_reads() -> None:
 def test_docs_list_the_contract_table() -> None:
     docs = (ROOT / "docs" / "CONTRACTS.md").read_text(encoding="utf-8")
     assert driver.table() in docs, "docs/CONTRACTS.md does not hold driver.table(); paste it:\n" + driver.table()
+
+
+def test_the_pin_kinds_render_allows_are_the_ones_the_driver_checks() -> None:
+    """driver.PIN_KINDS (what render lets into an artifact) against pins.py: the
+    keys of _PC_PIN_TESTS and the kinds _pc_pin_checks dispatches on itself."""
+    tree = ast.parse(driver.part_path("pins").read_text(encoding="utf-8"))
+    table = next(n for n in tree.body if isinstance(n, ast.Assign)
+                 and any(getattr(t, "id", None) == "_PC_PIN_TESTS" for t in n.targets))
+    kinds = {k.value for k in table.value.keys}  # type: ignore[attr-defined]
+    checks = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_pc_pin_checks")
+    for node in ast.walk(checks):
+        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Subscript)
+                and getattr(node.left.value, "id", None) == "recipe" and isinstance(node.ops[0], ast.Eq)):
+            kinds.add(node.comparators[0].value)  # type: ignore[attr-defined]
+    assert kinds == set(driver.PIN_KINDS), (sorted(kinds - driver.PIN_KINDS), sorted(driver.PIN_KINDS - kinds))

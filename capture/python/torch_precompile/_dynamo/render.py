@@ -20,6 +20,7 @@ from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from . import frames as _frames
 from . import guards as _guards
+from .driver import PIN_KINDS
 from .driver import contract as driver_contract
 from .driver import source as driver_source
 
@@ -284,6 +285,12 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     policy = set(summary.policy_dropped_guards)
     for r in records:
         r["pins"], r["variant_pins"] = _pins(session, r, policy)
+        for expr, recipe in _all_pins(r):
+            if recipe[0] not in PIN_KINDS:
+                raise PrecompileError(
+                    f"capture: frame {r['name']!r} depends on {expr}, which this torch_precompile can "
+                    f"pin only by a {recipe[0]!r} recipe its serving driver cannot check yet, so no "
+                    "artifact of it could load; capture with MakeFxTracer, or keep that value out of fn")
     meta = metadata(session, records, summary, mode, fn_name)
     meta["RISKY_REASONS"] = [[t, src, reasons[(t, src)]] for t, src in summary.risky_dropped_guards]
     meta["PINNED_BINDINGS"] = [list(p) for p in sorted({(expr, describe(rc)) for r in records
