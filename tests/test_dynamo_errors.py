@@ -18,12 +18,7 @@ import dyn_models as dm
 out = {out!r}
 def paths(name):
     return dict(artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache")
-def refused(thunk):
-    try:
-        thunk()
-    except tp.PrecompileError as e:
-        return str(e)
-    raise AssertionError("not refused")
+from child_helpers import refused
 
 # fn must be a module-level function of an importable module.
 def main_fn(x):   # this script is __main__

@@ -36,12 +36,7 @@ sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp
 import dyn_models as dm, odict_models as om
 out = {out!r}
-def refused(thunk):
-    try:
-        thunk()
-    except tp.PrecompileError as e:
-        return str(e)
-    return "NOT REFUSED"
+from child_helpers import refused
 print("THREADS", torch.get_num_threads())
 f = tp.load(f"{{out}}/odict.py", f"{{out}}/odict.cache")
 m = om.Net()
