@@ -204,3 +204,26 @@ def test_signing_refuses_bad_keys_and_writes_nothing(signed: Path, tmp_path: Pat
     assert p.returncode == 2 and "--key KEY.pem is required" in p.stderr, p.stderr
     assert json.loads(json.dumps(sorted(q.name for q in pairs.iterdir()))) == sorted(
         ["a.py", "a.cache", "a.py.sig", "b.py", "b.cache", "b.py.sig"])
+
+
+def test_precompile_verify_checks_a_pairs_signature_as_load_would(signed: Path, tmp_path: Path) -> None:
+    pairs = signed / "pairs"
+
+    def verify(where: Path, trust: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(CLI), "verify", str(where / "a.cache"), "--code", str(where / "a.py"),
+                               "--trust", str(trust)], capture_output=True, text=True)
+
+    p = verify(pairs, signed / "key.pub")
+    assert p.returncode == 0 and f"signed: {pairs / 'a.py.sig'} (by {signed / 'key.pub'})" in p.stdout, p.stdout + p.stderr
+    p = verify(pairs, signed / "other.pub")
+    assert p.returncode == 1 and "signed by a key the trust policy does not hold" in p.stderr, p.stderr
+    tampered = _copy(pairs, tmp_path / "tampered", "a.py", "a.cache", "a.py.sig")
+    data = bytearray((tampered / "a.py").read_bytes())
+    data[3] ^= 1
+    (tampered / "a.py").write_bytes(bytes(data))
+    p = verify(tampered, signed / "key.pub")
+    # the code no longer matches the cache's code_hash, which verify reports first
+    assert p.returncode == 1 and "are not a pair" in p.stderr, p.stderr
+    p = subprocess.run([str(CLI), "verify", str(pairs / "a.cache"), "--trust", str(signed / "key.pub")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "give its python_code with --code" in p.stderr, p.stderr

@@ -1,14 +1,18 @@
-//! `precompile verify CACHE [--code PY]`: every check `load` makes before it
-//! unpacks or runs anything, without unpacking or running anything.
+//! `precompile verify CACHE [--code PY [--trust KEYS]]`: every check `load`
+//! makes before it unpacks or runs anything, without unpacking or running
+//! anything; with `--trust`, the pair's signature as `PRECOMPILE_TRUST` checks it.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
+use artifact::signature;
+
+use crate::args::usage;
 use crate::inspect::parse;
 
-const HELP: &str = "usage: precompile verify CACHE [--code PYTHON_CODE]
+const HELP: &str = "usage: precompile verify CACHE [--code PYTHON_CODE [--trust KEYS]]
 
 Checks a cache completely: magic and format version, the header checksum, every
 entry name (no absolute paths, no '..'), every entry's size and sha256, every
@@ -16,14 +20,35 @@ path the kernel manifest names (an entry of this cache, by the same rule), and, 
 --code, that the cache was written for exactly that python_code and that the
 python_code's BACKEND and TRACER are the cache's. Nothing is unpacked or
 executed. The one check of `load` it cannot make is the torch build, which needs
-the serving torch: it prints the build the frozen kernels need. Exit status 0
-when everything holds, 1 otherwise (the reason is printed).
+the serving torch: it prints the build the frozen kernels need. With --trust
+(':'-separated public key files and directories, as PRECOMPILE_TRUST), the pair
+must also be signed by one of those keys over exactly these bytes (its own
+ARTIFACT.sig, else the directory's model.sig), as `load` requires under a trust
+policy. Exit status 0 when everything holds, 1 otherwise (the reason is printed).
 ";
 
-pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
+pub fn main(mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let trust = match args.iter().position(|a| a == "--trust") {
+        Some(i) if i + 1 < args.len() => {
+            let spec = args.remove(i + 1);
+            args.remove(i);
+            Some(spec.to_string_lossy().into_owned())
+        }
+        Some(_) => {
+            return Err(usage(
+                "verify: --trust needs KEYS (public key files or directories, ':'-separated)",
+            ))
+        }
+        None => None,
+    };
     let Some(p) = parse("verify", args, HELP)? else {
         return Ok(ExitCode::SUCCESS);
     };
+    if trust.is_some() && p.code.is_none() {
+        return Err(usage(
+            "verify: --trust checks a pair: give its python_code with --code",
+        ));
+    }
     let bytes =
         std::fs::read(&p.cache).with_context(|| format!("cannot read {}", p.cache.display()))?;
     let env = artifact::decode(&bytes)
@@ -55,6 +80,20 @@ pub fn main(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+    }
+    if let (Some(spec), Some(code)) = (&trust, &p.code) {
+        let code_bytes =
+            std::fs::read(code).with_context(|| format!("cannot read {}", code.display()))?;
+        let keys = signature::trust_policy(spec).context("verify: the trust policy")?;
+        let (sig, verified) = signature::verify_pair(&keys, code, &code_bytes, &p.cache, &bytes)
+            .with_context(|| {
+                format!(
+                    "{} and {} are not signed by a trusted key",
+                    code.display(),
+                    p.cache.display()
+                )
+            })?;
+        println!("signed: {} (by {})", sig.display(), verified.key_label);
     }
     println!(
         "ok: {} ({} {} cache, {} entries verified{})",
