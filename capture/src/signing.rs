@@ -40,6 +40,14 @@ fn sign_pair(
     .map_err(to_py)
 }
 
+/// Where a pair's own signature lives: `<artifact>.sig`.
+#[pyfunction]
+fn pair_signature_path(artifact_path: &str) -> String {
+    signature::files::pair_signature_path(Path::new(artifact_path))
+        .display()
+        .to_string()
+}
+
 /// Checks the pair's bytes against its signature under the trust policy
 /// `trust` (':'-separated key files and directories); returns the signature
 /// file and the key file that vouched for it.
@@ -68,6 +76,7 @@ fn verify_pair(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SignatureRefused", m.py().get_type::<SignatureRefused>())?;
+    m.add_function(wrap_pyfunction!(pair_signature_path, m)?)?;
     m.add_function(wrap_pyfunction!(sign_pair, m)?)?;
     m.add_function(wrap_pyfunction!(verify_pair, m)?)?;
     Ok(())

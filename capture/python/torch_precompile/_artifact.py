@@ -170,10 +170,11 @@ def write_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathL
         _native.write_pair_atomic(code_path, code, cache_path_s, cache)
         # the pair's signature follows it; an unsigned write drops a stale one
         # (which would refuse the new pair under a trust policy)
+        sig_path = _native.pair_signature_path(code_path)
         if signature is not None:
-            _native.write_atomic(code_path + ".sig", signature)
-        elif os.path.exists(code_path + ".sig"):
-            os.unlink(code_path + ".sig")
+            _native.write_atomic(sig_path, signature)
+        elif os.path.exists(sig_path):
+            os.unlink(sig_path)
     except OSError as e:
         raise PrecompileError(
             f"could not write the artifact pair ({code_path}, {cache_path_s}): {e} "

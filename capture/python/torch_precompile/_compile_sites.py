@@ -57,7 +57,7 @@ def arm() -> None:
     serve_dir = _settings.get(_settings.SERVE_DIR)
     if capture_dir and serve_dir:
         say("PRECOMPILE_CAPTURE_DIR and PRECOMPILE_SERVE_DIR are both set; give one "
-             "(sites are neither captured nor served)")
+            "(sites are neither captured nor served)")
         return
     if not (capture_dir or serve_dir):
         return

@@ -211,12 +211,12 @@ class _EnvCapture:
             owner, name, fn = _resolve(module, self.path)
         except AttributeError:
             say(f"PRECOMPILE_CAPTURE={self.spec!r}: {self.module_name} has no attribute "
-                 f"{'.'.join(self.path)}; nothing will be captured")
+                f"{'.'.join(self.path)}; nothing will be captured")
             self.reported = True
             return
         if not callable(fn):
             say(f"PRECOMPILE_CAPTURE={self.spec!r}: {'.'.join(self.path)} is not callable; "
-                 "nothing will be captured")
+                "nothing will be captured")
             self.reported = True
             return
         import functools
@@ -278,11 +278,11 @@ class _EnvCapture:
             return
         if not self.imported:
             say(f"PRECOMPILE_CAPTURE={self.spec!r}: module {self.module_name} was never "
-                 "imported, so nothing was captured (a script run as __main__ is not "
-                 f"'{self.module_name}': name it __main__:{'.'.join(self.path)})"
-                 if self.module_name != "__main__" else
-                 f"PRECOMPILE_CAPTURE={self.spec!r}: the script never bound "
-                 f"{self.path[0]!r} at its top level, so nothing was captured")
+                "imported, so nothing was captured (a script run as __main__ is not "
+                f"'{self.module_name}': name it __main__:{'.'.join(self.path)})"
+                if self.module_name != "__main__" else
+                f"PRECOMPILE_CAPTURE={self.spec!r}: the script never bound "
+                f"{self.path[0]!r} at its top level, so nothing was captured")
             return
         live = self.live
         if live is None or live.cap is None:
@@ -294,7 +294,7 @@ class _EnvCapture:
         if summary is None:
             return
         say(f"captured {'.'.join(self.path)} from {live.captured} of {live.calls} call(s) "
-             f"into {self.artifact} + {self.cache}: {summary}")
+            f"into {self.artifact} + {self.cache}: {summary}")
 
 
 def _arm_capture(spec: str) -> None:

@@ -80,20 +80,20 @@ pub fn main(mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-    }
-    if let (Some(spec), Some(code)) = (&trust, &p.code) {
-        let code_bytes =
-            std::fs::read(code).with_context(|| format!("cannot read {}", code.display()))?;
-        let keys = signature::trust_policy(spec).context("verify: the trust policy")?;
-        let (sig, verified) = signature::verify_pair(&keys, code, &code_bytes, &p.cache, &bytes)
-            .with_context(|| {
-                format!(
-                    "{} and {} are not signed by a trusted key",
-                    code.display(),
-                    p.cache.display()
-                )
-            })?;
-        println!("signed: {} (by {})", sig.display(), verified.key_label);
+        if let Some(spec) = &trust {
+            let keys = signature::trust_policy(spec).context("verify: the trust policy")?;
+            let (sig, verified) =
+                signature::verify_pair(&keys, code, &code_bytes, &p.cache, &bytes).with_context(
+                    || {
+                        format!(
+                            "{} and {} are not signed by a trusted key",
+                            code.display(),
+                            p.cache.display()
+                        )
+                    },
+                )?;
+            println!("signed: {} (by {})", sig.display(), verified.key_label);
+        }
     }
     println!(
         "ok: {} ({} {} cache, {} entries verified{})",
