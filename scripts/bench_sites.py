@@ -16,10 +16,10 @@ Rows, per model, each a median of --repeat fresh process trees:
                  (PRECOMPILE_TRUST) set: every pair checked before it runs
   verify ms      one pair's signature check in process (the largest pair of the
                  DIR, median of 20), and that pair's size
-  per call       median microseconds after warm-up: served, torch.compile warm
+  per call       median microseconds after warm-up: served, torch.compile warm, eager
 
 Called by scripts/bench (section "sites"). Usage:
-bench_sites.py [--repeat N] [--models mlp gpt2 bert llama-recipe] --cli PATH
+bench_sites.py [--repeat N] [--models mlp gpt2 bert llama-recipe optimizer] --cli PATH
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ APP = ROOT / "scripts" / "bench_sites_app.py"
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--models", nargs="+", default=["mlp", "gpt2", "bert", "llama-recipe"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "gpt2", "bert", "llama-recipe", "optimizer"])
     ap.add_argument("--cli", required=True)
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh process trees per row")
     header = ("model", "capture s", "compile cold s", "compile warm s", "served s", "eager s",
-              "served/warm", "served/eager", "per call: served us", "warm us", "ratio", "journal",
+              "served/warm", "served/eager", "per call: served us", "warm us", "ratio", "eager us", "journal",
               "verified s", "verify ms", "pair MB")
     rows = []
     for model in a.models:
@@ -79,6 +79,7 @@ def main() -> None:
         rows.append((model, m["capture.total"], m["cold.first"], m["warm.first"], m["served.first"],
                      m["eager.first"], m["served.first"] / m["warm.first"], m["served.first"] / m["eager.first"],
                      m["served.per_call_us"], m["warm.per_call_us"], m["served.per_call_us"] / m["warm.per_call_us"],
+                     m["eager.per_call_us"],
                      int(max(s["served.journal"])), m["verified.first"], m["verify.ms"], m["verify.mb"]))
     print_table(header, rows, "first output = spawn -> the script's first compiled call returned; served = precompile run --serve "
           "DIR --lockdown --strict on a cold host; compile warm = torch.compile with the cold run's Inductor "

@@ -2,8 +2,10 @@
 tiny model of tests/hf_models.py (or a small MLP), compiles it
 with ``torch.compile(model)`` as its users write it, and prints FIRST after its
 first output, then RESULT with the median per call. ``llama-recipe``: transformers'
-static-cache recipe (a compiled bound method), first token and per token. Knows
-nothing of precompile."""
+static-cache recipe (a compiled bound method), first token and per token.
+``optimizer``: PyTorch's "Compiling the optimizer" recipe (``@torch.compile def
+opt_step(): opt.step()``, Adam with a tensor learning rate) over a 6-layer MLP of
+width 256: first step and per step. Knows nothing of precompile."""
 
 import json
 import os
@@ -46,9 +48,33 @@ def recipe():
     sys.exit(0)
 
 
+def time_steps(model, opt_step):
+    model(torch.randn(32, 256)).sum().backward()
+    opt_step()
+    print("FIRST", flush=True)
+    ts = []
+    for _ in range(5):
+        a = time.perf_counter()
+        for _ in range(20):
+            opt_step()
+        ts.append((time.perf_counter() - a) / 20)
+    print("RESULT " + json.dumps({"per_call_us": sorted(ts)[len(ts) // 2] * 1e6}), flush=True)
+    sys.exit(0)
+
+
 name = sys.argv[1]
 if name == "llama-recipe":
     recipe()
+if name == "optimizer":  # the recipe's shape: module-level optimizer and step
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)])
+    opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01))
+
+    @torch.compile(fullgraph=False)
+    def opt_step():
+        opt.step()
+
+    time_steps(model, opt_step)
 model, args = build(name) if name != "mlp" else (None, None)
 if name == "mlp":
     torch.manual_seed(0)

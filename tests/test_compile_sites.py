@@ -255,21 +255,59 @@ def test_a_site_in_a_package_is_named_by_its_module_wherever_it_is_installed(tmp
     assert read_journal(journal) == []
 
 
-def test_the_compiled_optimizer_step_says_it_serves_as_eager(tmp_path: Path) -> None:
-    """The tutorial's ``@torch.compile def opt_step(): opt.step()``: Dynamo enters
-    Adam's step as a frame of torch's own, which the artifact runs as plain Python,
-    so the capture holds no graph and says so on stderr; served (other weights,
-    more steps, locked down, cold host), it equals eager Adam, 0 compiler runs.
-    Serving the step's graph is not done yet (docs/limits.md)."""
+def test_the_compiled_optimizer_serves_compiled_updates(tmp_path: Path) -> None:
+    """PyTorch's "Compiling the optimizer" recipe in four shapes (tests/opt_step_app.py:
+    the tutorial's Adam with a tensor lr, its LR-scheduler variant, AdamW with a float
+    lr a StepLR changes, SGD with momentum): each site's torch.optim update is captured
+    as a pair of its own; served locked down on a cold host (other weights, more steps
+    than captured) every update runs the captured graph, equal to eager torch.optim,
+    0 compiler runs. SGD's first step creates its momentum state and runs eagerly. A
+    serving call with another beta1 than the capture's (a constant of the graph) runs
+    eager torch.optim's update, equal to eager, said on stderr. On a torch without
+    MakeFxTracer's Inductor lowering (2.11) the capture says the updates serve as
+    eager torch.optim, and they do."""
     if not CLI.exists():
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
+    from torch_precompile._compat.lowering import compile_to_python
+
     app = str(TESTS / "opt_step_app.py")
-    p, results = run(tmp_path, sys.executable, app, "0", "2", cli=["--capture", "sites"])
-    assert p.returncode == 0 and results == [{"close": True}], p.stdout[-3000:] + p.stderr[-6000:]
-    assert "opt_step@" in p.stderr and "no graph was captured, so it serves as eager Python" in p.stderr, p.stderr
-    (tmp_path / "serve").mkdir()
-    journal = tmp_path / "journal.jsonl"
-    p, results = run(tmp_path, sys.executable, app, "1", "4", env=cold(tmp_path / "serve"),
-                     cli=["--serve", "sites", "--lockdown", "--strict", "--journal", str(journal)])
-    assert p.returncode == 0 and results == [{"close": True}], p.stdout[-3000:] + p.stderr[-6000:]
-    assert read_journal(journal) == []
+    p, results = run(tmp_path, sys.executable, app, "0", "3", cli=["--capture", "sites"])
+    assert p.returncode == 0 and results and all(r["close"] for r in results[0].values()), \
+        p.stdout[-3000:] + p.stderr[-6000:]
+    if compile_to_python() is None:
+        assert p.stderr.count("its torch.optim updates serve as eager torch.optim: capturing them "
+                              "needs MakeFxTracer's Inductor lowering") == 4, p.stderr[-6000:]
+        (tmp_path / "serve").mkdir()
+        p, results = run(tmp_path, sys.executable, app, "1", "6", env=cold(tmp_path / "serve"),
+                         cli=["--serve", "sites", "--lockdown", "--strict"])
+        assert p.returncode == 0 and results, p.stdout[-3000:] + p.stderr[-6000:]
+        assert results[0] == {name: {"close": True} for name in results[0]} and len(results[0]) == 4, results
+        return
+    assert p.stderr.count("update(s) captured as pairs of their own") == 4, p.stderr[-6000:]
+    index = json.loads((tmp_path / "sites" / "index.json").read_text())["sites"]
+    functionals = {s.split("@")[0]: [u["functional"] for u in e["ranks"]["0"]["optimizer_steps"]]
+                   for s, e in index.items()}
+    assert functionals == {"step_a": ["torch.optim.adam.adam"], "step_b": ["torch.optim.adam.adam"],
+                           "step_c": ["torch.optim.adam.adam"], "step_d": ["torch.optim.sgd.sgd"]}, functionals
+    inspect = subprocess.run([str(CLI), "inspect", str(tmp_path / "sites")], capture_output=True, text=True)
+    assert inspect.stdout.count("    update       torch.optim.") == 4 and "UNUSABLE" not in inspect.stdout
+
+    def serve(seed: str, *beta1: str) -> tuple[dict, str]:
+        (tmp_path / f"serve{seed}").mkdir()
+        journal = tmp_path / f"journal{seed}.jsonl"
+        p, results = run(tmp_path, sys.executable, app, seed, "6", *beta1, env=cold(tmp_path / f"serve{seed}"),
+                         cli=["--serve", "sites", "--lockdown", "--strict", "--journal", str(journal)])
+        assert p.returncode == 0 and results, p.stdout[-3000:] + p.stderr[-6000:]
+        assert read_journal(journal) == []
+        assert all(r["close"] for r in results[0].values()), results
+        return {name: r["updates"] for name, r in results[0].items()}, p.stderr
+
+    compiled, eager = {"compiled": 6, "eager": 0}, {"compiled": 0, "eager": 6}
+    sgd = {"compiled": 5, "eager": 1}
+    updates, _ = serve("1")
+    assert updates == {"adam": compiled, "adam_sched": compiled, "adamw_float_lr": compiled,
+                       "sgd_momentum": sgd}, updates
+    updates, stderr = serve("2", "0.5")
+    assert updates == {"adam": eager, "adam_sched": compiled, "adamw_float_lr": eager,
+                       "sgd_momentum": sgd}, updates
+    assert "step_a@" in stderr and "update runs as eager torch.optim (no captured update" in stderr, stderr

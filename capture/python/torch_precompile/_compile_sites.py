@@ -46,7 +46,7 @@ import types
 import warnings
 from typing import Any, Callable
 
-from . import _settings
+from . import _optim_steps, _settings
 from ._live_capture import BACKENDS, LiveCapture, rank, say
 
 INDEX = "index.json"
@@ -338,6 +338,7 @@ class _Capturing(_Mode):
         self.root = root
         self.index = _Index(root)
         self.sites: dict[str, _SiteCapture] = {}
+        self.optim_armed = False
         atexit.register(self.finish)
 
     def site(self, obj: Any, kwargs: dict[str, Any], real: Callable[..., Any], *, depth: int,
@@ -354,6 +355,9 @@ class _Capturing(_Mode):
         if why is not None:
             say(f"torch.compile site {site}: not captured ({why}); it compiles as usual")
             return _as_torch_compiles(obj, kwargs, real, own_call)
+        if not self.optim_armed:
+            _optim_steps.arm_capture()
+            self.optim_armed = True
         capture = self.sites[site] = _SiteCapture(self, site, obj, options, own_call)
         if isinstance(obj, torch.nn.Module):
             if own_call:
@@ -400,6 +404,8 @@ class _SiteCapture:
         else:
             self.fn, self.what = obj, "function"
         self.live = LiveCapture(f"torch.compile site {site}", self.paths[0], self._open, suspended=True)
+        # the updates of torch.optim steps inside the site's calls (the compiled optimizer)
+        self.optim = _optim_steps.Recorder(site, options["backend"]) if options["backend"] == "inductor" else None
         self.indexed: int | None = None  # calls the index counted when it was last written
         self.lock = threading.Lock()
 
@@ -414,9 +420,16 @@ class _SiteCapture:
             return self.fn(*args, **kwargs)
         o = self.options
         with self.lock:
-            return self.live.call(self.fn, args, kwargs,
-                                  scope=lambda: _inductor_config(o["mode"], o["options"], o["dynamic"]),
-                                  check=self._graph_break, on_save=self._index)
+            with self.optim.recording() if self.optim is not None else contextlib.nullcontext():
+                result = self.live.call(self.fn, args, kwargs,
+                                        scope=lambda: _inductor_config(o["mode"], o["options"], o["dynamic"]),
+                                        check=self._graph_break, on_save=self._index)
+            if self.optim is not None and self.optim.pending and self.live.failed is None:
+                with _inductor_config(o["mode"], o["options"], o["dynamic"]):
+                    added = self.optim.write(self.paths[0][:-len(".py")])
+                if added and self.live.saved:
+                    self._index()
+            return result
 
     def _graph_break(self, cap: Any) -> str | None:
         if self.options["fullgraph"] and cap.summary().frames > 1:
@@ -436,7 +449,8 @@ class _SiteCapture:
             {"what": self.what, "options": self.options, "captured_with": _versions(self.site)},
             {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
              "summary": str(self.live.cap.summary()), "calls_captured": self.live.captured,
-             "rank_independent": _rank_independent(self.paths[0])})
+             "rank_independent": _rank_independent(self.paths[0]),
+             **({"optimizer_steps": self.optim.entries} if self.optim and self.optim.entries else {})})
         self.indexed = self.live.captured
 
     def finish(self) -> None:
@@ -452,10 +466,14 @@ class _SiteCapture:
             return
         say(f"captured torch.compile site {self.site} from {live.captured} of {live.calls} "
             f"call(s) into {self.paths[0]}: {summary}")
-        if summary.backend_graphs == 0:
+        updates = self.optim.entries if self.optim is not None else []
+        if updates:
+            say(f"torch.compile site {self.site}: {len(updates)} torch.optim update(s) captured as "
+                f"pairs of their own ({', '.join(sorted({u['functional'] for u in updates}))}), served "
+                "compiled in the site's calls")
+        elif summary.backend_graphs == 0:
             say(f"torch.compile site {self.site}: no graph was captured, so it serves as eager "
-                "Python (Dynamo left all of it to eager: a step of torch.optim, which Dynamo enters "
-                "as a frame of torch's own, is one such case)")
+                "Python (Dynamo left all of it to eager)")
 
 
 class _Serving(_Mode):
@@ -500,14 +518,18 @@ class _Serving(_Mode):
                 warnings.warn(f"{why}; it compiles as usual", RuntimeWarning, stacklevel=depth + 2)
             return _as_torch_compiles(obj, kwargs, real, own_call)
         paths = (os.path.join(self.root, pair["artifact"]), os.path.join(self.root, pair["cache"]))
+        steps = pair.get("optimizer_steps") or []
         if isinstance(obj, torch.nn.Module):
             runnable = _load(site, paths)
+            optim = _optim_steps.load(site, self.root, steps, _load)
             if own_call:
-                return _named(site, runnable, obj)
-            return _site_module_class()(obj, _named(site, runnable))
+                return _named(site, runnable, obj, optim=optim)
+            return _site_module_class()(obj, _named(site, runnable, optim=optim))
         if (method := _bound_method(obj)) is not None:
             _site_entry(site, method, pair_rank)  # the method's name, before the artifact imports it
-            return _wrapped(_named(site, _load(site, paths), obj.__self__), obj)
+            runnable = _load(site, paths)
+            return _wrapped(_named(site, runnable, obj.__self__,
+                                   optim=_optim_steps.load(site, self.root, steps, _load)), obj)
         # Loaded at the first call: under @torch.compile the function's name is bound
         # (to what this returns) only after the decorator ran, and the artifact finds
         # fn by that name.
@@ -518,11 +540,9 @@ class _Serving(_Mode):
             if not loaded:
                 with lock:
                     if not loaded:
-                        loaded.append(_load(site, paths))
-            try:
-                return loaded[0](*args, **kw)
-            except PrecompileError as e:
-                raise _site_refusal(site, e) from None
+                        runnable = _load(site, paths)
+                        loaded.append(_named(site, runnable, optim=_optim_steps.load(site, self.root, steps, _load)))
+            return loaded[0](*args, **kw)
 
         return _wrapped(served, obj)
 
@@ -537,14 +557,18 @@ def _load(site: str, paths: tuple[str, str]) -> Any:
         raise PrecompileError(f"torch.compile site {site}: {e}") from None
 
 
-def _named(site: str, runnable: Any, *first: Any) -> Callable[..., Any]:
+def _named(site: str, runnable: Any, *first: Any, optim: Any = None) -> Callable[..., Any]:
     """runnable called with ``first`` before the call's arguments (a module, a
-    method's receiver), its refusals naming the site, not the entry it serves."""
+    method's receiver), its refusals naming the site, not the entry it serves;
+    ``optim``: the site's captured optimizer updates, served during its calls."""
     from ._errors import PrecompileError
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return runnable(*first, *args, **kwargs)
+            if optim is None:
+                return runnable(*first, *args, **kwargs)
+            with optim.serving():
+                return runnable(*first, *args, **kwargs)
         except PrecompileError as e:
             raise _site_refusal(site, e) from None
 

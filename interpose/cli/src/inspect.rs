@@ -171,6 +171,27 @@ fn sites(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
                 text_of(pair.get("calls_captured"))
             );
             println!("    summary      {}", text_of(pair.get("summary")));
+            // the compiled optimizer: each torch.optim update captured as a pair of its own
+            for step in pair
+                .get("optimizer_steps")
+                .and_then(|s| s.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let usable = std::fs::read(dir.join(text_of(step.get("cache"))))
+                    .map_err(anyhow::Error::from)
+                    .and_then(|b| artifact::read_header(&b).map_err(anyhow::Error::from));
+                println!(
+                    "    update       {} via {} + {}{}",
+                    text_of(step.get("functional")),
+                    text_of(step.get("artifact")),
+                    text_of(step.get("cache")),
+                    match usable {
+                        Ok(_) => String::new(),
+                        Err(e) => format!(" (UNUSABLE: {e:#})"),
+                    }
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
