@@ -96,13 +96,24 @@ def test_torchrun_workers_sites_captured_per_rank_and_served(tmp_path: Path) -> 
         pytest.skip("the precompile CLI is not installed; run scripts/setup")
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
               str(TESTS / "sites_dist.py")]
-    p, results = run(tmp_path, *launch, "0", "--rank-site", cli=["--capture", "out"])
+    p, results = run(tmp_path, *launch, "0", "--rank-site", "--ddp", cli=["--capture", "out"])
     assert p.returncode == 0 and len(results) == 2, p.stdout[-3000:] + p.stderr[-6000:]
+    assert all(r["ddp"] is True for r in results), results
     index = json.loads((tmp_path / "out" / "index.json").read_text())["sites"]
-    assert len(index) == 2 and all(sorted(e["ranks"]) == ["0", "1"] for e in index.values()), index
-    # the MLP's graph is the same on every rank; by_rank's read the rank
+    assert len(index) == 3 and all(sorted(e["ranks"]) == ["0", "1"] for e in index.values()), index
+    # the MLP's and DDP's training graphs are the same on every rank; by_rank's read the rank
     independent = {s.split("@")[0]: [e["ranks"][r]["rank_independent"] for r in "01"] for s, e in index.items()}
-    assert independent == {"MLP": [True, True], "by_rank": [False, False]}, index
+    assert independent == {"MLP": [True, True], "DistributedDataParallel": [True, True],
+                           "by_rank": [False, False]}, index
+    # pairs are stored by content: each of the two ranks' equal programs is one pair,
+    # named by its content, and by_rank's two programs are two; nothing else is left
+    pairs = {s.split("@")[0]: {(e["ranks"][r]["artifact"], e["ranks"][r]["cache"]) for r in "01"}
+             for s, e in index.items()}
+    assert [len(pairs[s]) for s in ("MLP", "DistributedDataParallel", "by_rank")] == [1, 1, 2], pairs
+    stored = {name for both in pairs.values() for pair in both for name in pair}
+    assert all(re.fullmatch(r"(MLP|DistributedDataParallel|by_rank)-[0-9a-f]{12}-[0-9a-f]{16}\.(py|cache)", n)
+               for n in stored), stored
+    assert {p.name for p in (tmp_path / "out").iterdir()} - {"index.json", ".index.lock"} == stored
     before = read_only(tmp_path / "out")  # replicas mount the store read-only
 
     def serve(nproc: int, *args: str) -> list[dict]:
@@ -118,8 +129,9 @@ def test_torchrun_workers_sites_captured_per_rank_and_served(tmp_path: Path) -> 
         return sorted(results, key=lambda r: r["rank"])
 
     assert [r["by_rank"] for r in serve(2, "--rank-site")] == [True, True]
-    # captured at 2 ranks, served at 4: ranks 2 and 3 serve the rank-independent pair
-    serve(4)
+    # captured at 2 ranks, served at 4: ranks 2 and 3 serve the rank-independent pairs,
+    # the MLP's inference and DDP's training loop alike (equal to eager DDP at 4 ranks)
+    assert [r["ddp"] for r in serve(4, "--ddp")] == [True] * 4
     # a pair that read its rank serves its own rank only: ranks 2 and 3 refused by name;
     # ranks 0 and 1 refused too, since the graph baked the captured world size
     by_rank = [r["by_rank"] for r in serve(4, "--rank-site")]

@@ -37,6 +37,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -144,9 +145,15 @@ def _site_id(site: str) -> str:
     return hashlib.sha256(site.encode()).hexdigest()[:12]
 
 
-def _pair_names(site: str) -> tuple[str, str]:
+def _site_stem(site: str) -> str:
+    """``<slug>-<site id>``: what every file of a site's pairs is named from."""
     slug = re.sub(r"[^A-Za-z0-9]+", "_", site.split("@", 1)[0]).strip("_")[:40] or "site"
-    base = f"{slug}-{_site_id(site)}.rank{rank()}"
+    return f"{slug}-{_site_id(site)}"
+
+
+def _pair_names(site: str) -> tuple[str, str]:
+    """Where this rank's capture writes a site's pair; the index names it by content."""
+    base = f"{_site_stem(site)}.rank{rank()}"
     return base + ".py", base + ".cache"
 
 
@@ -166,13 +173,17 @@ def _bound_method(obj: Any) -> str | None:
 
 
 def _site_entry(site: str, method: str | None = None, pair_rank: str | None = None) -> Any:
-    """The entry module of a site that compiles a module or a bound method (the
-    one of ``pair_rank``'s pair: this process's rank unless it serves another's)."""
+    """The entry module of a site that compiles a module or a bound method: one
+    name on every rank, so that the ranks' pairs of one program are equal. A pair
+    captured before names its rank's (``s_<id>r<rank>``): ``pair_rank`` gives it
+    the method's name too."""
     from ._sites import entry_module
 
-    entry = entry_module(_site_id(site) + "r" + (pair_rank or rank()))
+    entry = entry_module(_site_id(site))
     if method is not None:
         entry.METHOD = method
+        if pair_rank is not None:
+            entry_module(_site_id(site) + "r" + pair_rank).METHOD = method
     return entry
 
 
@@ -219,9 +230,32 @@ def _inductor_config(mode: Any, options: Any, dynamic: Any):
 # --------------------------------------------------------------------------- index
 
 
+def _program_key(code: bytes, cache: bytes) -> str:
+    """What names a pair by content: its python_code, and its cache's header with
+    each entry by kind and name. Two processes that compiled one program write
+    caches whose bytes differ (build paths and build ids inside the kernels'
+    binaries, compile times in Inductor's metadata) while every name, a hash of
+    the kernel's source, is the same; the python_code holds the program itself
+    (guards, graphs, bytecode)."""
+    from . import _native
+
+    header = json.loads(_native.cache_read_header(cache))
+    entries = sorted((e.get("kind"), e.get("name")) for e in header.pop("entries", []))
+    header.pop("code_hash", None)  # the code is hashed whole below
+    digest = hashlib.sha256(code)
+    digest.update(json.dumps([header, entries], sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
 class _Index:
     """``DIR/index.json``: site -> {"ranks": {rank: pair and summary}, options, what}.
-    Read-modify-write under a lock file: the ranks of a job share the directory."""
+    Read-modify-write under a lock file: the ranks of a job share the directory.
+
+    Pairs are content-addressed: a rank's capture writes ``<stem>.rank<N>.py/.cache``,
+    and recording it moves the pair to ``<stem>-<program key>.py/.cache``, or drops
+    it when another rank (or an earlier checkpoint) stored that program already; the
+    ranks' entries name the pair they serve, and a content pair no entry names any
+    more is removed. So N data-parallel ranks of one program store one pair."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -237,17 +271,60 @@ class _Index:
         return data
 
     def record(self, site: str, entry: dict[str, Any], rank_entry: dict[str, Any]) -> None:
+        """``rank_entry``'s pairs (its own and each of its ``optimizer_steps``) are
+        stored by content first; their names in it are then the stored ones."""
         os.makedirs(self.root, exist_ok=True)
         with open(os.path.join(self.root, ".index.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self.read()
             slot = data["sites"].setdefault(site, {})
             slot.update(entry)
+            for pair in (rank_entry, *rank_entry.get("optimizer_steps", [])):
+                pair["artifact"], pair["cache"] = self._store(site, pair["artifact"], pair["cache"])
             slot.setdefault("ranks", {})[rank()] = rank_entry
+            self._collect(site, slot)
             tmp = os.path.join(self.root, f".{INDEX}.{os.getpid()}")
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(data, f, indent=1, sort_keys=True)
             os.replace(tmp, os.path.join(self.root, INDEX))
+
+    def _store(self, site: str, artifact: str, cache: str) -> tuple[str, str]:
+        """The content names of the pair a capture wrote as ``artifact``/``cache``
+        (names in the directory); a name that is already a content name is kept."""
+        from . import _artifact, _native
+
+        code_path, cache_path = os.path.join(self.root, artifact), os.path.join(self.root, cache)
+        if _CONTENT.fullmatch(artifact) or not os.path.exists(code_path):
+            return artifact, cache
+        with open(code_path, "rb") as f:
+            code = f.read()
+        with open(cache_path, "rb") as f:
+            data = f.read()
+        stem = f"{_site_stem(site)}-{_program_key(code, data)}"
+        names = (stem + ".py", stem + ".cache")
+        stored = [os.path.join(self.root, n) for n in names]
+        if not all(os.path.exists(p) for p in stored):
+            _artifact.write_pair(stored[0], stored[1], code, data)  # signed anew for its names
+        for p in (code_path, cache_path, _native.pair_signature_path(code_path)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+        return names
+
+    def _collect(self, site: str, slot: dict[str, Any]) -> None:
+        """Remove the site's content pairs no rank's entry names any more (an
+        earlier checkpoint's program)."""
+        named = {pair.get(k) for e in slot.get("ranks", {}).values()
+                 for pair in (e, *e.get("optimizer_steps", [])) for k in ("artifact", "cache")}
+        stem = _site_stem(site) + "-"
+        for name in os.listdir(self.root):
+            if name.startswith(stem) and (m := _CONTENT.fullmatch(name.removesuffix(".sig"))) \
+                    and m.group(0) not in named:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.root, name))
+
+
+# a content-addressed pair's file: <stem>-<16 hex>.py / .cache
+_CONTENT = re.compile(r".+-[0-9a-f]{12}-[0-9a-f]{16}\.(?:py|cache)")
 
 
 # --------------------------------------------------------------------------- patching
@@ -407,6 +484,8 @@ class _SiteCapture:
         # the updates of torch.optim steps inside the site's calls (the compiled optimizer)
         self.optim = _optim_steps.Recorder(site, options["backend"]) if options["backend"] == "inductor" else None
         self.indexed: int | None = None  # calls the index counted when it was last written
+        self.names = itertools.count()  # the seeded graph names' sequence
+        self.stored: tuple[str, str] | None = None  # the content names the index gives the pair
         self.lock = threading.Lock()
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -421,8 +500,7 @@ class _SiteCapture:
         o = self.options
         with self.lock:
             with self.optim.recording() if self.optim is not None else contextlib.nullcontext():
-                result = self.live.call(self.fn, args, kwargs,
-                                        scope=lambda: _inductor_config(o["mode"], o["options"], o["dynamic"]),
+                result = self.live.call(self.fn, args, kwargs, scope=self._scope,
                                         check=self._graph_break, on_save=self._index)
             if self.optim is not None and self.optim.pending and self.live.failed is None:
                 with _inductor_config(o["mode"], o["options"], o["dynamic"]):
@@ -430,6 +508,18 @@ class _SiteCapture:
                 if added and self.live.saved:
                     self._index()
             return result
+
+    @contextlib.contextmanager
+    def _scope(self) -> Any:
+        """What a capture call runs inside: Inductor's configuration for the site's
+        mode and options, and graph names seeded by the site (the ranks' pairs of
+        one program come out equal, and are stored once)."""
+        from ._compat.dynamo import seeded_compiled_fn_names
+
+        o = self.options
+        with _inductor_config(o["mode"], o["options"], o["dynamic"]), \
+                seeded_compiled_fn_names(self.site, self.names):
+            yield
 
     def _graph_break(self, cap: Any) -> str | None:
         if self.options["fullgraph"] and cap.summary().frames > 1:
@@ -444,13 +534,16 @@ class _SiteCapture:
 
     def _index(self) -> None:
         assert self.live.cap is not None
+        names = tuple(os.path.basename(p) for p in self.paths)
+        if not os.path.exists(self.paths[0]) and self.stored is not None:
+            names = self.stored  # nothing written since the pair was stored by content
+        pair = {"artifact": names[0], "cache": names[1], "summary": str(self.live.cap.summary()),
+                "calls_captured": self.live.captured,
+                "rank_independent": _rank_independent(os.path.join(self.mode.root, names[0])),
+                **({"optimizer_steps": self.optim.entries} if self.optim and self.optim.entries else {})}
         self.mode.index.record(
-            self.site,
-            {"what": self.what, "options": self.options, "captured_with": _versions(self.site)},
-            {"artifact": os.path.basename(self.paths[0]), "cache": os.path.basename(self.paths[1]),
-             "summary": str(self.live.cap.summary()), "calls_captured": self.live.captured,
-             "rank_independent": _rank_independent(self.paths[0]),
-             **({"optimizer_steps": self.optim.entries} if self.optim and self.optim.entries else {})})
+            self.site, {"what": self.what, "options": self.options, "captured_with": _versions(self.site)}, pair)
+        self.stored = (pair["artifact"], pair["cache"])
         self.indexed = self.live.captured
 
     def finish(self) -> None:

@@ -268,3 +268,31 @@ def claim_minted_names(scopes: Iterable[dict[str, Any]]) -> None:
     if top < 0:
         return
     bt._unique_id_counter = itertools.count(max(next(bt._unique_id_counter), top + 1))
+
+
+@contextlib.contextmanager
+def seeded_compiled_fn_names(seed: str, counter: Iterator[int]) -> Iterator[None]:
+    """Dynamo names each compiled graph ``__compiled_fn_<n>_<uuid4>`` (2.11 and
+    2.15 alike, through ``bytecode_transformation.unique_id``): random, so two
+    processes that compile one program (the ranks of a data-parallel job) write
+    artifacts that differ in those names alone. While active, the uuid is derived
+    from ``seed`` and ``counter``: the same calls compiled under the same seed
+    name their graphs alike. The seed must be unique to what is captured (a
+    site), as the uuid is what keeps two artifacts' names apart in one process."""
+    import hashlib
+    import uuid
+
+    from torch._dynamo import bytecode_transformation
+
+    class _Seeded:
+        @staticmethod
+        def uuid4() -> uuid.UUID:
+            digest = hashlib.sha256(f"{seed}:{next(counter)}".encode()).digest()
+            return uuid.UUID(bytes=digest[:16], version=4)
+
+    real = bytecode_transformation.uuid
+    bytecode_transformation.uuid = _Seeded  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        bytecode_transformation.uuid = real

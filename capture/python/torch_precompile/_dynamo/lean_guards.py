@@ -26,6 +26,7 @@ import types
 from typing import Any, Iterator
 
 from . import minted
+from .spelling import normalize
 
 
 class NotLean(Exception):
@@ -350,7 +351,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
             slow.append(f"        {v} = {expr}")
         else:
             _, cond, text = item
-            verbose_table.append(text)
+            verbose_table.append(normalize(text))
             fast.append(f"        if not ({cond}): return False")
             if cond == "GS.check()":  # say which field, as Dynamo's manager does
                 slow.append(f"        if not ({cond}): return 'GLOBAL_STATE changed: ' + GS.reason()")
@@ -365,7 +366,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         post_slow.append(f"        why = TG.check_verbose({tensor_args}, tensor_check_names={names!r})")
         post_slow.append("        if why is not True: return why")
     for cond, text in tail:
-        verbose_table.append(text)
+        verbose_table.append(normalize(text))
         post_fast.append(f"        if not ({cond}): return False")
         post_slow.append(f"        if not ({cond}): return V[{len(verbose_table) - 1}]")
     body_fast = "\n".join(_local_builtins(line) for line in fast + post_fast) or "        pass"
