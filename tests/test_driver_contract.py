@@ -13,6 +13,8 @@ import builtins
 import symtable
 from pathlib import Path
 
+import pytest
+
 from torch_precompile._dynamo import captured_values, driver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,16 +101,38 @@ def test_docs_list_the_contract_table() -> None:
     assert driver.table() in docs, "docs/CONTRACTS.md does not hold driver.table(); paste it:\n" + driver.table()
 
 
-def test_the_pin_kinds_render_allows_are_the_ones_the_driver_checks() -> None:
-    """driver.PIN_KINDS (what render lets into an artifact) against pins.py: the
-    keys of _PC_PIN_TESTS and the kinds _pc_pin_checks dispatches on itself."""
+def test_every_pin_kind_names_the_driver_check_that_serves_it() -> None:
+    """pin_recipes.KINDS against pins.py: each served kind is a key of
+    _PC_PIN_TESTS whose test is the one the kind names, or a kind _pc_pin_checks
+    dispatches on itself to the check it names; no other kind reaches the driver,
+    and a kind with no check (refused at capture) is in neither."""
+    from torch_precompile._dynamo import pin_recipes
+
     tree = ast.parse(driver.part_path("pins").read_text(encoding="utf-8"))
     table = next(n for n in tree.body if isinstance(n, ast.Assign)
                  and any(getattr(t, "id", None) == "_PC_PIN_TESTS" for t in n.targets))
-    kinds = {k.value for k in table.value.keys}  # type: ignore[attr-defined]
+    served = {k.value: v.elts[0].id for k, v in zip(table.value.keys, table.value.values)}  # type: ignore[attr-defined]
     checks = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_pc_pin_checks")
     for node in ast.walk(checks):
-        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Subscript)
-                and getattr(node.left.value, "id", None) == "recipe" and isinstance(node.ops[0], ast.Eq)):
-            kinds.add(node.comparators[0].value)  # type: ignore[attr-defined]
-    assert kinds == set(driver.PIN_KINDS), (sorted(kinds - driver.PIN_KINDS), sorted(driver.PIN_KINDS - kinds))
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                and isinstance(node.test.left, ast.Subscript)
+                and getattr(node.test.left.value, "id", None) == "recipe" and isinstance(node.test.ops[0], ast.Eq)):
+            calls = [c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                     and c.func.id.startswith("_pc_") and c.func.id.endswith("_check")]
+            served[node.test.comparators[0].value] = calls[0]  # type: ignore[attr-defined]
+    want = {name: k.serving_check for name, k in pin_recipes.KINDS.items() if k.serving_check is not None}
+    assert served == want, (served, want)
+    assert pin_recipes.SERVED == set(served)
+    unserved = set(pin_recipes.KINDS) - pin_recipes.SERVED
+    assert unserved == {"named"}, unserved
+
+
+def test_a_pin_recipe_is_made_only_of_a_known_kind_and_its_fields() -> None:
+    from torch_precompile._dynamo import pin_recipes
+
+    assert pin_recipes.make("module", "torch") == ("module", "torch")
+    assert pin_recipes.describe(pin_recipes.make("process_group", "gloo", 2, None)) == \
+        "process group backend=gloo world_size=2 rank=any"
+    for bad in (("modul", "torch"), ("module",), ("module", "torch", "extra")):
+        with pytest.raises(ValueError, match="pin recipe"):
+            pin_recipes.make(*bad)

@@ -15,6 +15,8 @@ Capture:
 - ``library_objects``: checks for dropped guards on library objects (configs, optimizers,
   factory-made functions), in place of a refusal;
 - ``process_groups``: what a capture records of process groups and a serving job matches;
+- ``pin_recipes``: the one vocabulary of pin recipes (each kind's fields, how it is
+  named, which driver check serves it), which the three modules above build with;
 - ``minted``: the globals Dynamo mints into a module and how serving gets each back;
 - ``summary``: the PrecompileSummary of a session;
 - ``frames``: the package's frames as artifact records, reachability, serving mode.

@@ -19,6 +19,7 @@ from .._compat import dynamo as _compat
 from . import identity, library_objects
 from .identity import CLASS_LEVEL as _CLASS_LEVEL
 from .identity import chain
+from .pin_recipes import BY_NAME
 from .spelling import NORMALIZE, SLOT_SPELLING, normalize, plain_expression, slot_source  # noqa: F401 - re-exported
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
@@ -467,7 +468,7 @@ def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
         # slot holds, whose maker's arguments its name does not show.
         r = library_objects.named_recipe(e.value) or library_objects.spelled_recipe(e.value)
     r = r or library_objects.wrapper_recipe(e.value)
-    if r is None or r[0] not in ("attr", "named", "spelled", "wrapper"):
+    if r is None or r[0] not in BY_NAME:
         return None
     expr = e.orig_guard.originating_source.name  # L['model'].act (the entry's name drops L[...])
     return (expr, r) if plain_expression(expr) else None

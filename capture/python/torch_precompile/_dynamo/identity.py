@@ -39,6 +39,7 @@ import types
 from typing import Any, NamedTuple
 
 from . import minted
+from .pin_recipes import make
 
 INVARIANT, CHECKED, REFUSED = "invariant", "checked", "refused"
 
@@ -128,15 +129,15 @@ def judge(e: Any) -> Verdict:
     if isinstance(value, types.ModuleType):
         if _by_import(steps):
             return Verdict(INVARIANT, f"the module {value.__name__}, reached by import path", None)
-        return _checked(expr, ("module", value.__name__), "a module")
+        return _checked(expr, make("module", value.__name__), "a module")
     if id(value) in _SINGLETONS:
-        return _checked(expr, ("singleton", _SINGLETONS[id(value)]), "a singleton")
+        return _checked(expr, make("singleton", _SINGLETONS[id(value)]), "a singleton")
     if isinstance(value, type):
         from .lean_guards import builtin_recipe
 
         r = minted.recipe(value) or builtin_recipe(value)  # types.NoneType: no builtins.NoneType
         if r is not None and r[0] == "attr":
-            return _checked(expr, ("class", value.__module__, value.__qualname__, r[1], r[2]), "a class")
+            return _checked(expr, make("class", value.__module__, value.__qualname__, r[1], r[2]), "a class")
         if any(_kind(s) in CLASS_LEVEL for s in steps[1:]):
             return Verdict(INVARIANT, f"the class {value.__qualname__} read off a class, fixed when "
                            "that class was made", None)
@@ -154,26 +155,26 @@ def judge(e: Any) -> Verdict:
         wrapped = library_objects.wrapper_recipe(value)
         if wrapped is not None:
             return _checked(expr, wrapped, "a wrapper")
-        return _checked(expr, ("code", module, value.__qualname__, fingerprint(value)), "a function")
+        return _checked(expr, make("code", module, value.__qualname__, fingerprint(value)), "a function")
     if isinstance(value, types.CodeType):
         from .captured_values import code_digest
 
-        return _checked(expr, ("code_object", value.co_qualname, code_digest(value)), "a code object")
+        return _checked(expr, make("code_object", value.co_qualname, code_digest(value)), "a code object")
     key = _builtin_key(value)
     if key is not None:
-        return _checked(expr, ("builtin", key), "a builtin")
+        return _checked(expr, make("builtin", key), "a builtin")
     from .captured_values import fingerprint, spell
 
     if _is_builtin(value):  # bound to an instance (random.random): its name and its class
         owner = type(value.__self__)
-        return _checked(expr, ("bound_builtin", value.__name__, owner.__module__, owner.__qualname__),
+        return _checked(expr, make("bound_builtin", value.__name__, owner.__module__, owner.__qualname__),
                         "a builtin method")
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         owner = type(value.__self__)
-        return _checked(expr, ("method", fingerprint(value.__func__), owner.__module__, owner.__qualname__,
+        return _checked(expr, make("method", fingerprint(value.__func__), owner.__module__, owner.__qualname__,
                                value.__func__.__qualname__), "a bound method")
     if type(value).__name__ == "partial":
-        return _checked(expr, ("partial", spell(value)), "a functools.partial")
+        return _checked(expr, make("partial", spell(value)), "a functools.partial")
     return Verdict(REFUSED, f"holds a {type(value).__module__}.{type(value).__qualname__} guarded as a "
                    "whole, which no serving process can check by name; pass the function and its "
                    "arguments separately", None)
@@ -184,29 +185,3 @@ def _checked(expr: str, recipe: tuple[Any, ...], what: str) -> Verdict:
         return Verdict(REFUSED, f"holds {what} read through an expression the artifact cannot "
                        "evaluate to check it", None)
     return Verdict(CHECKED, "", (expr, recipe))
-
-
-def describe(recipe: tuple[Any, ...]) -> str | None:
-    """How the artifact names a pin this rule wrote (PINNED_BINDINGS)."""
-    kind = recipe[0]
-    if kind == "code":
-        return f"{recipe[1]}.{recipe[2]}"
-    if kind == "builtin":
-        from .captured_values import builtin_name
-
-        return "the builtin " + builtin_name(recipe[1])
-    if kind == "class":
-        return f"the class {recipe[1]}.{recipe[2]}"
-    if kind == "module":
-        return f"the module {recipe[1]}"
-    if kind == "singleton":
-        return recipe[1]
-    if kind == "code_object":
-        return f"the code of {recipe[1]}"
-    if kind == "bound_builtin":
-        return f"the builtin method {recipe[1]} of a {recipe[2]}.{recipe[3]}"
-    if kind == "method":
-        return f"the method {recipe[4]} of a {recipe[2]}.{recipe[3]}"
-    if kind == "partial":
-        return "a functools.partial"
-    return None

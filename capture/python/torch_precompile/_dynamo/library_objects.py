@@ -42,11 +42,12 @@ import dataclasses
 import types
 from typing import Any, Iterable, Mapping
 
+from .pin_recipes import Recipe, make
+
 # Classes (module prefix, qualname) whose instances are configuration objects.
 _CONFIG_CLASSES = (("transformers.", "PretrainedConfig"), ("transformers.", "PreTrainedConfig"),
                    ("diffusers.", "FrozenDict"))
 
-Recipe = tuple[Any, ...]
 
 
 def is_config(value: Any) -> bool:
@@ -97,7 +98,7 @@ def values_recipe(config: Any) -> tuple[Recipe | None, str]:
             return None, (f"its entry {key!r} holds a {type(value).__module__}.{type(value).__qualname__} "
                           "whose value has no spelling another process can compare")
         items.append((key, *spelled))
-    return ("values", cls.__module__, cls.__qualname__, tuple(items)), ""
+    return make("values", cls.__module__, cls.__qualname__, tuple(items)), ""
 
 
 def config_roots(entries: Iterable[Any], dropped: Iterable[bool]) -> dict[str, tuple[Recipe | None, str]]:
@@ -125,7 +126,7 @@ def named_recipe(value: Any) -> Recipe | None:
         return None
     module, qualname = value.__module__, value.__qualname__
     if isinstance(module, str) and "<locals>" in qualname and "<lambda>" not in qualname:
-        return ("named", module, qualname)
+        return make("named", module, qualname)
     return None
 
 
@@ -143,7 +144,7 @@ def wrapper_recipe(value: Any) -> Recipe | None:
     r = recipe(inner) or _redecorated(inner)
     if r is None or r[0] != "attr":
         return None
-    return ("wrapper", r[1], r[2], code.co_name, code.co_firstlineno)
+    return make("wrapper", r[1], r[2], code.co_name, code.co_firstlineno)
 
 
 def _redecorated(fn: Any) -> Recipe | None:
@@ -183,7 +184,7 @@ def optimizer_recipe(value: Any) -> Recipe | None:
     cls = type(value)
     if "<locals>" in cls.__qualname__:
         return None
-    return ("optimizer", cls.__module__, cls.__qualname__, tuple(len(g["params"]) for g in value.param_groups))
+    return make("optimizer", cls.__module__, cls.__qualname__, tuple(len(g["params"]) for g in value.param_groups))
 
 
 _ANNOTATIONS = ("types.UnionType", "types.GenericAlias", "typing._GenericAlias",
@@ -197,19 +198,5 @@ def spelled_recipe(value: Any) -> Recipe | None:
     if f"{kind.__module__}.{kind.__qualname__}" in _ANNOTATIONS:
         spelled = _spelling(value)
         if spelled is not None:
-            return ("spelled", spelled[0])
-    return None
-
-
-def describe(recipe: Recipe) -> str | None:
-    if recipe[0] == "wrapper":
-        return f"a wrapper ({recipe[3]}) of {recipe[1]}.{recipe[2]}"
-    if recipe[0] == "optimizer":
-        return f"{recipe[1]}.{recipe[2]} over parameter groups of {list(recipe[3])} tensors"
-    if recipe[0] == "spelled":
-        return f"a value spelled {recipe[1]}"
-    if recipe[0] == "values":
-        return f"{recipe[1]}.{recipe[2]} with {len(recipe[3])} values"
-    if recipe[0] == "named":
-        return f"a function named {recipe[1]}.{recipe[2]}"
+            return make("spelled", spelled[0])
     return None

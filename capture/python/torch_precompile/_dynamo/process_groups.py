@@ -31,6 +31,8 @@ import re
 import sys
 from typing import Any, Iterator
 
+from .pin_recipes import make
+
 # The pin expression that stands for the default group (what the baked
 # functions read when called without a group).
 DEFAULT_GROUP = "<default process group>"
@@ -118,7 +120,7 @@ def _rank_of(pg: Any) -> int:
 def group_recipe(pg: Any, rank_read: bool) -> tuple[Any, ...]:
     import torch.distributed as dist
 
-    return ("process_group", str(dist.get_backend(pg)), int(pg.size()), _rank_of(pg) if rank_read else None)
+    return make("process_group", str(dist.get_backend(pg)), int(pg.size()), _rank_of(pg) if rank_read else None)
 
 
 def _is_group(value: Any) -> bool:
@@ -161,7 +163,7 @@ def judge(e: Any, rank_read: bool = True) -> tuple[str, tuple[str, tuple[Any, ..
         if config is not None:
             return (f"reads the configuration slot {module}.{key} through its override, which "
                     "the artifact checks by value",
-                    (f"{module}.{key}", ("config", module, key, getattr(config, key))))
+                    (f"{module}.{key}", make("config", module, key, getattr(config, key))))
     return None
 
 
@@ -191,15 +193,3 @@ def overridden_slot(source: str) -> str | None:
     if m is not None and any(m.group(2) == key for _module, key in CHECKED_CONFIG):
         return m.group(2)
     return None
-
-
-def describe(recipe: tuple[Any, ...]) -> str:
-    """How PINNED_BINDINGS names what a pin checks."""
-    if recipe[0] == "process_group":
-        rank = "any" if recipe[3] is None else recipe[3]
-        return f"process group backend={recipe[1]} world_size={recipe[2]} rank={rank}"
-    if recipe[0] == "config":
-        return f"{recipe[1]}.{recipe[2]} == {recipe[3]!r}"
-    from .library_objects import describe as library_describe
-
-    return library_describe(recipe) or ".".join(recipe[1:])

@@ -20,7 +20,6 @@ from .._errors import PrecompileError
 from .._summary import PrecompileSummary
 from . import frames as _frames
 from . import guards as _guards
-from .driver import PIN_KINDS
 from .driver import contract as driver_contract
 from .driver import source as driver_source
 
@@ -267,11 +266,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
            ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary, dict[tuple[str, str], str]]:
     """(python_code, cache entries, summary, why each risky slot is risky) for
     everything the session captured."""
-    from .identity import describe as describe_identity
-    from .process_groups import describe as describe_group
-
-    def describe(recipe: Any) -> str | None:
-        return describe_identity(recipe) or describe_group(recipe)
+    from .pin_recipes import SERVED, describe
     from .summary import risky_reasons, summarize
 
     entry = session.package.cache_entry()
@@ -286,7 +281,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     for r in records:
         r["pins"], r["variant_pins"] = _pins(session, r, policy)
         for expr, recipe in _all_pins(r):
-            if recipe[0] not in PIN_KINDS:
+            if recipe[0] not in SERVED:
                 raise PrecompileError(
                     f"capture: frame {r['name']!r} depends on {expr}, which this torch_precompile can "
                     f"pin only by a {recipe[0]!r} recipe its serving driver cannot check yet, so no "

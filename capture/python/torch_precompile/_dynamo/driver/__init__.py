@@ -32,12 +32,7 @@ class Contract:
     optional: tuple[str, ...] = ()  # names a part reads only where the metadata says they exist
 
 
-# The pin recipe kinds the driver can check (pins.py: _PC_PIN_TESTS, and the
-# process-group and config checks of _pc_pin_checks). render refuses a capture
-# whose pins need another kind, which no serve could load.
-PIN_KINDS = frozenset({"code", "builtin", "class", "module", "singleton", "code_object", "bound_builtin",
-                       "method", "partial", "attr", "values", "wrapper", "optimizer", "spelled",
-                       "process_group", "config"})
+# The pin recipe kinds, and which check of pins.py serves each: ../pin_recipes.py.
 
 _FRONT = ("compat", "common", "fingerprints", "pins")
 _SEEDED = ("_pc_seeded_scopes",)
