@@ -1,0 +1,130 @@
+"""Benchmark: cost against depth (issue 39's table), a tiny-width Llama (hidden 64,
+random weights) at several layer counts, default DynamoTracer and inductor, side by
+side with torch.compile and eager in one run.
+
+Rows, per layer count, each a median of --repeat fresh processes:
+
+  capture        in-script seconds of the capture block (one call + the write)
+  compile cold   in-script seconds of torch.compile's first call, empty caches
+  artifact       the python_code's lines and size, and the cache's size
+  load           in-script seconds of precompile.load on a cold host
+  first output   spawn -> first output: a cold-host locked-down serve (shim,
+                 strict, journal), eager, torch.compile warm (the cold run's
+                 Inductor cache kept)
+  first 20       mean milliseconds of the 20 calls after the first: served,
+                 torch.compile warm
+  per call       median milliseconds of 50 calls after those: served,
+                 torch.compile warm
+
+Called by scripts/bench (section "depth"). Usage:
+bench_depth.py [--repeat N] [--layers 2 8 32 80] [--shim PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_common import host, print_table, timed
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+CHILD = r"""
+import sys, time, json
+sys.path.insert(0, {tests!r})
+import torch
+import hf_models as hm
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.utils import logging
+logging.set_verbosity_error()
+mode, layers, art = {mode!r}, {layers!r}, {art!r}
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+model = LlamaForCausalLM(cfg).eval()
+x = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(1))
+step = hm.lm_logits  # model(input_ids=ids, use_cache=False).logits, importable
+
+out = {{}}
+
+
+def calls(f):
+    ts = []
+    for _ in range(70):
+        a = time.perf_counter(); f(model, x); ts.append(time.perf_counter() - a)
+    out["first20_ms"] = sum(ts[:20]) / 20 * 1e3
+    out["per_call_ms"] = sorted(ts[20:])[25] * 1e3
+
+
+with torch.no_grad():
+    if mode == "capture":
+        import torch_precompile as tp
+        a = time.perf_counter()
+        with tp.capture(step, artifact_path=art + ".py", cache_path=art + ".cache") as cap:
+            cap(model, x)
+        out["capture"] = time.perf_counter() - a
+    elif mode in ("cold", "warm"):
+        f = torch.compile(step)
+        a = time.perf_counter(); f(model, x); out["first_call"] = time.perf_counter() - a
+        print("FIRST", flush=True)
+        calls(f)
+    elif mode == "serve":
+        import torch_precompile as tp
+        a = time.perf_counter(); f = tp.load(art + ".py", art + ".cache"); out["load"] = time.perf_counter() - a
+        with tp.no_compilation():
+            torch.testing.assert_close(f(model, x), step(model, x))
+            print("FIRST", flush=True)
+            calls(f)
+    else:
+        step(model, x)
+        print("FIRST", flush=True)
+print("RESULT", json.dumps(out), flush=True)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--layers", nargs="+", type=int, default=[2, 8, 32, 80])
+    ap.add_argument("--shim", default=None)
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-depth-art-"))
+    print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh processes per row")
+    header = ("layers", "capture s", "compile cold s", "ratio", "artifact lines", "py MB", "cache MB",
+              "load s", "first out: served s", "eager s", "warm s", "served - eager s",
+              "first 20: served ms", "warm ms", "per call: served ms", "warm ms", "journal")
+    rows = []
+    for layers in a.layers:
+        s: dict[str, list[float]] = {}
+        for _ in range(a.repeat):
+            art = str(work / f"llama{layers}")
+
+            def run(mode: str, env: dict[str, str]) -> None:
+                code = CHILD.format(mode=mode, layers=layers, art=art, tests=str(TESTS))
+                for k, v in timed([sys.executable, "-c", code], env, f"bench_depth: {mode} {layers}").items():
+                    s.setdefault(f"{mode}.{k}", []).append(v)
+
+            run("capture", host("bench-depth-"))
+            cold = host("bench-depth-")
+            run("cold", cold)
+            run("warm", host("bench-depth-", kept=cold["TORCHINDUCTOR_CACHE_DIR"]))
+            run("serve", host("bench-depth-", shim=a.shim))
+            run("eager", host("bench-depth-"))
+        m = {k: statistics.median(v) for k, v in s.items()}
+        code = Path(art + ".py").read_bytes()
+        rows.append((layers, m["capture.capture"], m["cold.first_call"], m["capture.capture"] / m["cold.first_call"],
+                     code.count(b"\n"), len(code) / 1e6, Path(art + ".cache").stat().st_size / 1e6,
+                     m["serve.load"], m["serve.first"], m["eager.first"], m["warm.first"],
+                     m["serve.first"] - m["eager.first"], m["serve.first20_ms"], m["warm.first20_ms"],
+                     m["serve.per_call_ms"], m["warm.per_call_ms"], int(max(s.get("serve.journal", [0])))))
+    print_table(header, rows, "capture ratio = capture / torch.compile cold's first call (goal <= 1.0); first output "
+                "= spawn -> first output; served = cold locked-down serve; warm = torch.compile with the cold "
+                "run's Inductor cache; journal = compiler records while serving")
+
+
+if __name__ == "__main__":
+    main()
