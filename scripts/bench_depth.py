@@ -14,7 +14,8 @@ Rows, per layer count, each a median of --repeat fresh processes:
   first 20       mean milliseconds of the 20 calls after the first: served,
                  torch.compile warm
   per call       median milliseconds of 50 calls after those: served,
-                 torch.compile warm
+                 torch.compile warm, AOTInductor (torch.export, then
+                 aoti_compile_and_package and aoti_load_package in one process)
 
 Called by scripts/bench (section "depth"). Usage:
 bench_depth.py [--repeat N] [--layers 2 8 32 80] [--shim PATH]
@@ -79,6 +80,22 @@ with torch.no_grad():
             torch.testing.assert_close(f(model, x), step(model, x))
             print("FIRST", flush=True)
             calls(f)
+    elif mode == "aoti":  # AOTInductor: export, compile and package, then load and call
+        class Logits(torch.nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+            def forward(self, ids):
+                return step(self.model, ids)
+        a = time.perf_counter()
+        ep = torch.export.export(Logits(model), (x,), strict=False)
+        path = torch._inductor.aoti_compile_and_package(ep, package_path=art + ".pt2")
+        out["aoti_compile"] = time.perf_counter() - a
+        a = time.perf_counter(); runner = torch._inductor.aoti_load_package(path)
+        out["aoti_load"] = time.perf_counter() - a
+        torch.testing.assert_close(runner(x), step(model, x))
+        calls(lambda m, ids: runner(ids))
     else:
         step(model, x)
         print("FIRST", flush=True)
@@ -91,12 +108,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--layers", nargs="+", type=int, default=[2, 8, 32, 80])
     ap.add_argument("--shim", default=None)
+    ap.add_argument("--aoti", action=argparse.BooleanOptionalAction, default=True,
+                    help="also AOTInductor (export + aoti_compile_and_package), per call side by side")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-depth-art-"))
     print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh processes per row")
     header = ("layers", "capture s", "compile cold s", "ratio", "artifact lines", "py MB", "cache MB",
               "load s", "first out: served s", "eager s", "warm s", "served - eager s",
-              "first 20: served ms", "warm ms", "per call: served ms", "warm ms", "journal")
+              "first 20: served ms", "warm ms", "per call: served ms", "warm ms", "AOTI ms", "served/AOTI",
+              "AOTI compile s", "journal")
     rows = []
     for layers in a.layers:
         s: dict[str, list[float]] = {}
@@ -114,13 +134,17 @@ def main() -> None:
             run("warm", host("bench-depth-", kept=cold["TORCHINDUCTOR_CACHE_DIR"]))
             run("serve", host("bench-depth-", shim=a.shim))
             run("eager", host("bench-depth-"))
+            if a.aoti:
+                run("aoti", host("bench-depth-"))
         m = {k: statistics.median(v) for k, v in s.items()}
         code = Path(art + ".py").read_bytes()
         rows.append((layers, m["capture.capture"], m["cold.first_call"], m["capture.capture"] / m["cold.first_call"],
                      code.count(b"\n"), len(code) / 1e6, Path(art + ".cache").stat().st_size / 1e6,
                      m["serve.load"], m["serve.first"], m["eager.first"], m["warm.first"],
                      m["serve.first"] - m["eager.first"], m["serve.first20_ms"], m["warm.first20_ms"],
-                     m["serve.per_call_ms"], m["warm.per_call_ms"], int(max(s.get("serve.journal", [0])))))
+                     m["serve.per_call_ms"], m["warm.per_call_ms"], m.get("aoti.per_call_ms", float("nan")),
+                     m["serve.per_call_ms"] / m.get("aoti.per_call_ms", float("nan")),
+                     m.get("aoti.aoti_compile", float("nan")), int(max(s.get("serve.journal", [0])))))
     print_table(header, rows, "capture ratio = capture / torch.compile cold's first call (goal <= 1.0); first output "
                 "= spawn -> first output; served = cold locked-down serve; warm = torch.compile with the cold "
                 "run's Inductor cache; journal = compiler records while serving")
