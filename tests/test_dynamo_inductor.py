@@ -114,7 +114,7 @@ def test_installed_inductor_artifact_imports_nothing_beyond_dynamo(captured) -> 
     Dynamo (the model reads it), and `import torch._dynamo` itself loads part of
     Inductor and AOTAutograd; serving its frozen kernels loads none of the rest
     (no codecache, graph loader or AOTAutograd runtime). Installed artifacts that
-    read nothing of Dynamo import neither: test_dynamo_lean."""
+    read nothing of Dynamo import neither: test_dynamo_free."""
     import ast
 
     out, _ = captured

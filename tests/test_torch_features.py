@@ -72,8 +72,8 @@ def test_the_lowering_probes_answer_what_torch_has_and_each_caller_refuses_witho
     import torch
 
     from torch_precompile._compat import lowering
-    from torch_precompile._dynamo import lean_autograd, lean_graphs
-    from torch_precompile._dynamo.lean_guards import NotLean
+    from torch_precompile._dynamo import dynamo_free_autograd, dynamo_free_graphs
+    from torch_precompile._dynamo.dynamo_free_guards import NotDynamoFree
 
     # the module, not torch._inductor's function of the same name
     standalone_compile = importlib.import_module("torch._inductor.standalone_compile")
@@ -97,10 +97,10 @@ def test_the_lowering_probes_answer_what_torch_has_and_each_caller_refuses_witho
     monkeypatch.delattr(standalone_compile, "_runnable_source", raising=False)
     assert lowering.compile_to_python() is None and lowering.standalone_inductor() is None
     gm, x = torch.fx.symbolic_trace(lambda t: t.sin()), torch.ones(3, requires_grad=True)
-    with pytest.raises(NotLean, match="no standalone AOTAutograd \\+ Inductor lowering"):
-        lean_graphs._inductor_program(gm, [x], "g0")
-    with pytest.raises(NotLean, match="no standalone Inductor lowering"):
-        lean_autograd.program(gm, [x], "g0")
+    with pytest.raises(NotDynamoFree, match="no standalone AOTAutograd \\+ Inductor lowering"):
+        dynamo_free_graphs._inductor_program(gm, [x], "g0")
+    with pytest.raises(NotDynamoFree, match="no standalone Inductor lowering"):
+        dynamo_free_autograd.program(gm, [x], "g0")
 
 
 def test_an_input_of_unbacked_size_traces_where_torch_takes_one() -> None:

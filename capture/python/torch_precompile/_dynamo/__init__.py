@@ -21,14 +21,15 @@ Capture:
 - ``summary``: the PrecompileSummary of a session;
 - ``frames``: the package's frames as artifact records, reachability, serving mode.
 
-Writing the artifact ("Dynamo-free" = served without Dynamo imported; the
-``lean*`` modules build that form, ``DYNAMO_FREE`` in the metadata says an
-artifact has it):
+Writing the artifact ("Dynamo-free" = served without Dynamo imported, the one
+name for it: the ``dynamo_free*`` modules build that form, the driver's
+``dynamo_free_checks`` and ``installed_dynamo_free`` serve it, ``DYNAMO_FREE`` in
+the metadata says an artifact has it):
 
 - ``render``: python_code and the cache envelope, sections per ``driver.CONTRACTS``;
-- ``lean``: the Dynamo-free form of the frames; ``lean_guards``: a variant's guards
-  as source; ``lean_graphs``: the compiled graphs as source programs;
-  ``lean_autograd``: a graph that needs autograd at run time as one program;
+- ``dynamo_free``: the Dynamo-free form of the frames; ``dynamo_free_guards``: a variant's guards
+  as source; ``dynamo_free_graphs``: the compiled graphs as source programs;
+  ``dynamo_free_autograd``: a graph that needs autograd at run time as one program;
 - ``captured_values``: the driver's captured value guards, for the Dynamo-free capture;
 - ``driver/``: the serving half, source parts joined into python_code by mode
   (``driver.CONTRACTS`` declares the parts, sections and names of each mode).

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 # the driver parts holding them
 _PARTS = (Path(__file__).with_name("driver") / "dynamo_state.py",
-          Path(__file__).with_name("driver") / "lean_checks.py",
+          Path(__file__).with_name("driver") / "dynamo_free_checks.py",
           Path(__file__).with_name("driver") / "fingerprints.py")
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
           "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_fsdp_class", "_pc_stand_in",
@@ -86,7 +86,7 @@ def fsdp_modules_kept() -> Any:
 
 def stand_in(spec: tuple[str, str, bool, bool]) -> Any:
     """The driver's ``_pc_stand_in``: the empty tensor a TensorGuards entry compares
-    against, as the serving process builds it (lean_guards checks at capture that
+    against, as the serving process builds it (dynamo_free_guards checks at capture that
     its dispatch keys are the captured tensor's)."""
     return _driver_part()["_pc_stand_in"](spec)
 

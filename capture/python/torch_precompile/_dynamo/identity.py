@@ -133,7 +133,7 @@ def judge(e: Any) -> Verdict:
     if id(value) in _SINGLETONS:
         return _checked(expr, make("singleton", _SINGLETONS[id(value)]), "a singleton")
     if isinstance(value, type):
-        from .lean_guards import builtin_recipe
+        from .dynamo_free_guards import builtin_recipe
 
         r = minted.recipe(value) or builtin_recipe(value)  # types.NoneType: no builtins.NoneType
         if r is not None and r[0] == "attr":

@@ -164,7 +164,7 @@ def _hooked_torch_module(frame: Any) -> bool:
             and bool(getattr(module, "_forward_pre_hooks", None) or getattr(module, "_forward_hooks", None)))
 
 
-def _lean_refusing_callback(fn_name: str, installed: dict[Any, Any], torch_compiled: list[str]) -> Callable[..., Any]:
+def _dynamo_free_refusing_callback(fn_name: str, installed: dict[Any, Any], torch_compiled: list[str]) -> Callable[..., Any]:
     """The refusing callback of a Dynamo-free installed artifact: the same
     decisions as ``_refusing_callback`` without importing Dynamo. A captured
     frame whose entries miss raises naming the failed guards; a frame Dynamo
@@ -241,7 +241,7 @@ class InstalledRunnable(PrecompiledRunnable):
         self.artifact_path = path
         self.allow_serve_time_compiles = allow_serve_time_compiles
         name = meta.get("FN_NAME", fn.__qualname__)
-        self._refuse = (_lean_refusing_callback(name, ns["_PC_INSTALLED"],
+        self._refuse = (_dynamo_free_refusing_callback(name, ns["_PC_INSTALLED"],
                                                 ns["_pc_unpack"](ns["_TORCH_COMPILED"]))
                         if meta.get("DYNAMO_FREE") else _refusing_callback(name))
         self._compiling = (torch._dynamo.optimize(meta["BACKEND"])(fn)

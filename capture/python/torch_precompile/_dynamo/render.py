@@ -224,10 +224,10 @@ def readable_graphs(payloads: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def lean_sources(lean: Any) -> str:
+def dynamo_free_sources(form: Any) -> str:
     """The readable part of a Dynamo-free artifact: every variant's guards as
     checks and every compiled graph as a program."""
-    from .lean_guards import SHAPE_NAMES
+    from .dynamo_free_guards import SHAPE_NAMES
 
     out = [_SEP, "# Guards, as checks: make(K, GS, TG) returns (check, explain) for one variant.\n",
            "# K: the objects compared against (GUARD_CONSTS recipes, resolved at load);\n",
@@ -235,14 +235,14 @@ def lean_sources(lean: Any) -> str:
            "# TensorGuards over every tensor the variant reads (dtype, device, sizes, strides).\n",
            _SEP]
     specs = {}
-    for name, prog in lean.guards.items():
+    for name, prog in form.guards.items():
         out.append(prog.source.replace("def make(", f"def {name}(", 1) + "\n\n")
         specs[name] = {"consts": prog.consts.recipes, "tensors": prog.tensors,
                        "global_state": prog.global_state,
-                       # a name beyond the checks' own (lean_guards.SHAPE_NAMES): sympy's
+                       # a name beyond the checks' own (dynamo_free_guards.SHAPE_NAMES): sympy's
                        "sympy": bool(prog.shape_names - SHAPE_NAMES)}
     out.append(f"_GUARD_SPECS = {specs!r}\n\n")
-    return "".join(out) + graph_sources(lean.programs)
+    return "".join(out) + graph_sources(form.programs)
 
 
 def graph_sources(programs: dict[str, str]) -> str:
@@ -292,36 +292,36 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
                                                         for expr, rc in _all_pins(r)})]
     skip = {r["key"] for r in records if r["kind"] == _frames.PLAIN}
     meta["INVARIANT_GUARDS"] = [[t, src, why] for (t, src), why in sorted(session.ledger.invariant(skip).items())]
-    from .lean import NotLean, build
+    from .dynamo_free import NotDynamoFree, build
 
-    lean, why = None, None
+    form, why = None, None
     try:
-        lean = build(session, records, payloads, set(summary.policy_dropped_guards))
-    except NotLean as e:
+        form = build(session, records, payloads, set(summary.policy_dropped_guards))
+    except NotDynamoFree as e:
         why = str(e)
-    if lean is None:
-        from .lean import check_readable
+    if form is None:
+        from .dynamo_free import check_readable
 
         check_readable(records)  # served through Dynamo's guards: each state must read back
-    meta["DYNAMO_FREE"] = lean is not None
+    meta["DYNAMO_FREE"] = form is not None
     if why is not None:
         meta["DYNAMO_FREE_REFUSED"] = why
     programs = None
-    if mode == "installed" and lean is None:
-        from .lean_graphs import programs as graph_programs
+    if mode == "installed" and form is None:
+        from .dynamo_free_graphs import programs as graph_programs
 
         try:
             programs = graph_programs(session, payloads)
-        except NotLean as e:
+        except NotDynamoFree as e:
             meta["GRAPHS_AS_PROGRAMS_REFUSED"] = str(e)
     if mode == "installed":
-        meta["GRAPHS_AS_PROGRAMS"] = lean is not None or programs is not None
+        meta["GRAPHS_AS_PROGRAMS"] = form is not None or programs is not None
     # every section any mode writes; the artifact's contract picks its own
     producers = {
         "_TRACED": (lambda: traced_code(session), "the code the capture traced, checked unchanged at load"),
         # standalone only: an installed artifact's live function has its defaults
         "_ENTRY_BINDING": (lambda: _entry_binding(session.fn), "the entry's default arguments"),
-        "_FRAMES": (lambda: lean.frames if lean is not None else records, "frame records"),
+        "_FRAMES": (lambda: form.frames if form is not None else records, "frame records"),
         "_SOURCES": (lambda: _inlined_sources(entry), "the captured sources' checksums"),
         "_TORCH_COMPILED": (_torch_compiled_modules, "torch modules Dynamo compiles"),
         "_PACKAGE": (lambda: _package_for_install(entry, records), "Dynamo package entry"),
@@ -331,9 +331,9 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         "_SLOT_SPELLING": (lambda: list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"),
         "_BACKENDS": (lambda: payloads, "compiled graphs"),
     }
-    contract = driver_contract(mode, dynamo_free=lean is not None, graph_programs=programs is not None)
+    contract = driver_contract(mode, dynamo_free=form is not None, graph_programs=programs is not None)
     sections = [(name, producers[name][0](), producers[name][1]) for name in contract.sections]
-    driver = driver_source(mode, dynamo_free=lean is not None, graph_programs=programs is not None)
+    driver = driver_source(mode, dynamo_free=form is not None, graph_programs=programs is not None)
     program = "".join(f"{name} = {_blob(value, what)}\n" for name, value, what in sections)
     head = (
         _HEADER.format(backend=session.backend, mode_note=_MODE_NOTES[mode])
@@ -347,8 +347,8 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
                 + "# bytecode), installed onto the live code objects; the graphs they call are\n"
                 + "# the programs above.\n" + _SEP + program + "\n" + driver
                 ).encode("utf-8")
-    elif lean is not None:
-        code = (head + lean_sources(lean) + _SEP
+    elif form is not None:
+        code = (head + dynamo_free_sources(form) + _SEP
                 + "# OPAQUE: zlib'd base64 pickles with no source form -- the entry's defaults\n"
                 + "# (standalone) and the frames: each frame's code object and each variant's\n"
                 + "# transformed bytecode (marshal data; they are Python-version-locked). The\n"

@@ -117,7 +117,7 @@ class Session:
         # Its own recompile region: an earlier compile of fn in this process
         # would otherwise serve its cache entries and the package record nothing.
         # backend id -> (graph, example inputs, grad mode) as the backend saw them,
-        # for the graphs the artifact writes as source (lean_graphs)
+        # for the graphs the artifact writes as source (dynamo_free_graphs)
         self.graphs: dict[str, Any] = {}
         self._record_variants()
         self._compiled = _compat.optimize(

@@ -39,7 +39,7 @@ _SEEDED = ("_pc_seeded_scopes",)
 
 CONTRACTS: dict[str, Contract] = {
     "standalone, Dynamo-free": Contract(
-        parts=(*_FRONT, "graph_programs", "lean_checks", "standalone"),
+        parts=(*_FRONT, "graph_programs", "dynamo_free_checks", "standalone"),
         sections=("_TRACED", "_ENTRY_BINDING", "_FRAMES", "_MINTED"),
         program=("_GRAPHS", "_GUARD_SPECS"),
         host_reads=("forward", *_SEEDED)),
@@ -50,7 +50,7 @@ CONTRACTS: dict[str, Contract] = {
         program=(),
         host_reads=("forward", *_SEEDED)),
     "installed, Dynamo-free": Contract(
-        parts=(*_FRONT, "graph_programs", "lean_checks", "installed_lean"),
+        parts=(*_FRONT, "graph_programs", "dynamo_free_checks", "installed_dynamo_free"),
         sections=("_TRACED", "_FRAMES", "_SOURCES", "_TORCH_COMPILED", "_MINTED"),
         program=("_GRAPHS", "_GUARD_SPECS"),
         host_reads=("forward", "_pc_install", "_pc_install_targets", *_SEEDED, "_PC_INSTALLED", "_pc_unpack",

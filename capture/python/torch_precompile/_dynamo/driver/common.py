@@ -14,14 +14,14 @@
 #                  portable key (a function's fingerprint, a builtin's name, a
 #                  config's values, a process group's shape)
 #   graph_programs the compiled graphs from their programs (_GRAPHS)
-#   lean_checks    Dynamo-free frames: marshal'd code, generated guard checks
+#   dynamo_free_checks    Dynamo-free frames: marshal'd code, generated guard checks
 #     or
 #   dynamo_state   frames through Dynamo's serialized guard state and payloads
-#   standalone | installed_lean | installed_dynamo: the serving mode, which
+#   standalone | installed_dynamo_free | installed_dynamo: the serving mode, which
 #                  defines forward(), _pc_install() (installed) and
 #                  _pc_seeded_scopes()
 #
-# A frames part (lean_checks, dynamo_state) defines _pc_code(blob),
+# A frames part (dynamo_free_checks, dynamo_state) defines _pc_code(blob),
 # _pc_graphs() and _pc_variants(frame, target, scope) -> [(check, explain,
 # transformed code)]: what the serving parts build a frame from.
 # ---------------------------------------------------------------------------

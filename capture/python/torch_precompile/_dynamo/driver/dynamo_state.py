@@ -92,7 +92,7 @@ def _pc_without_policy_slots(graph, policy, spelling):
     (guard type, slot) pairs, a slot spelled by ``spelling``'s (pattern, replacement)
     rules, guards.slot_source's): kept guards that held one value in every
     captured variant, of an identity type. The capture's Dynamo-free build drops
-    them the same way (lean.serving_state)."""
+    them the same way (dynamo_free.serving_state)."""
     if not policy or getattr(graph, "_guards", None) is None:
         return
     import re as _re

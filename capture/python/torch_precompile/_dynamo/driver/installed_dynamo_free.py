@@ -1,4 +1,4 @@
-# --- installed_lean (SERVING_MODE = "installed", DYNAMO_FREE = True) ---
+# --- installed_dynamo_free (SERVING_MODE = "installed", DYNAMO_FREE = True) ---
 # The captured entries are loaded onto the live code objects through the frame
 # evaluator's own entry points in torch._C (each variant's generated checks as a
 # C++ guard manager's one guard), and the evaluator serves them;

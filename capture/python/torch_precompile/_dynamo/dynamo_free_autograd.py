@@ -7,7 +7,7 @@ The lowering is torch.compile's own (``compile_fx`` partitions the joint graph a
 Inductor compiles both halves); only the two modules' sources are kept. The
 wrapper covers the plain case: no input mutations, no outputs aliasing inputs or
 intermediates, no tensor subclasses, effect tokens or RNG state threaded
-through. Anything else raises ``NotLean`` naming it, and the graph keeps
+through. Anything else raises ``NotDynamoFree`` naming it, and the graph keeps
 AOTAutograd's runtime.
 
 Which backward input is which is read off the graphs themselves: the partitioner
@@ -20,21 +20,21 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .lean_guards import NotLean
+from .dynamo_free_guards import NotDynamoFree
 
 
-class NoCompute(NotLean):
+class NoCompute(NotDynamoFree):
     """The graph has nothing for Inductor to lower (it only returns views of its
     inputs); its fx program serves it."""
 
 
-def refusal(e: BaseException, backend_id: str, lowered_to: str) -> NotLean:
+def refusal(e: BaseException, backend_id: str, lowered_to: str) -> NotDynamoFree:
     """What a failed standalone lowering means for the graph: NoCompute when
-    Inductor had nothing to lower, else a NotLean naming the error."""
+    Inductor had nothing to lower, else a NotDynamoFree naming the error."""
     if type(e).__name__ == "NoRunnableInductorModuleError":
         return NoCompute(backend_id)
     first = str(e).splitlines()[0] if str(e) else ""
-    return NotLean(f"graph {backend_id} cannot be lowered to {lowered_to} ({type(e).__name__}: {first})")
+    return NotDynamoFree(f"graph {backend_id} cannot be lowered to {lowered_to} ({type(e).__name__}: {first})")
 
 
 def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
 
     standalone = standalone_inductor()
     if standalone is None:
-        raise NotLean(f"torch {torch.__version__} has no standalone Inductor lowering "
+        raise NotDynamoFree(f"torch {torch.__version__} has no standalone Inductor lowering "
                       "(torch._inductor.standalone_compile)")
 
     seen: dict[str, Any] = {}
@@ -59,7 +59,7 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
         compiled = compile_fx_inner(graph, inputs, **kwargs)
         half = "backward" if kwargs.get("is_backward") else "forward"
         if half in seen:
-            raise NotLean(f"graph {backend_id} lowers to more than one {half} graph")
+            raise NotDynamoFree(f"graph {backend_id} lowers to more than one {half} graph")
         seen[half] = (graph, standalone.runnable_source(compiled))
         if half == "forward":
             seen["meta"] = TracingContext.try_get().fw_metadata
@@ -76,17 +76,17 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
         ):
             compile_fx(copy.deepcopy(gm), example_inputs, inner_compile=inner_compile,
                        ignore_shape_env=standalone.resolve_ignore_shape_env(shapes))
-    except NotLean:
+    except NotDynamoFree:
         raise
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
         raise refusal(e, backend_id, "standalone forward and backward programs") from None
     if "forward" not in seen or "backward" not in seen:
-        raise NotLean(f"graph {backend_id}: the lowering produced no {'forward' if 'forward' not in seen else 'backward'}")
+        raise NotDynamoFree(f"graph {backend_id}: the lowering produced no {'forward' if 'forward' not in seen else 'backward'}")
     return seen
 
 
 def _plain(meta: Any, backend_id: str) -> None:
-    """NotLean unless the metadata is the case the wrapper reproduces."""
+    """NotDynamoFree unless the metadata is the case the wrapper reproduces."""
     from torch._functorch._aot_autograd.schemas import OutputType
 
     why = None
@@ -104,7 +104,7 @@ def _plain(meta: Any, backend_id: str) -> None:
     elif meta.num_opaque_objects_saved_for_bw:
         why = "saves opaque objects for the backward"
     if why:
-        raise NotLean(f"graph {backend_id} needs autograd and {why}, which only AOTAutograd's runtime serves")
+        raise NotDynamoFree(f"graph {backend_id} needs autograd and {why}, which only AOTAutograd's runtime serves")
 
 
 def _memory_format(val: Any) -> str | None:
@@ -127,7 +127,7 @@ def _layout(fw: Any, bw: Any, meta: Any, n_args: int, backend_id: str) -> dict[s
     if n_inputs != n_args:
         # AOTAutograd deduplicated aliased arguments or added synthetic bases: the
         # forward does not take the graph's arguments as they come
-        raise NotLean(f"graph {backend_id}: its forward takes {n_inputs} inputs for {n_args} arguments")
+        raise NotDynamoFree(f"graph {backend_id}: its forward takes {n_inputs} inputs for {n_args} arguments")
     fw_outs = list(fw.graph.output_node().args[0])
     n_out = len(meta.output_info)
     where = {}
@@ -143,7 +143,7 @@ def _layout(fw: Any, bw: Any, meta: Any, n_args: int, backend_id: str) -> dict[s
         if node.name.startswith("tangents_"):
             fmt = _memory_format(node.meta["val"])
             if fmt is None:
-                raise NotLean(f"graph {backend_id}: its backward expects a gradient in a layout "
+                raise NotDynamoFree(f"graph {backend_id}: its backward expects a gradient in a layout "
                               "that is neither contiguous nor channels-last")
             backward_args.append(("tangent", len(tangent_formats)))
             tangent_formats.append(fmt)
@@ -156,12 +156,12 @@ def _layout(fw: Any, bw: Any, meta: Any, n_args: int, backend_id: str) -> dict[s
                 backward_args.append(("size", len(saved_sizes)))
                 saved_sizes.append(i)
         else:
-            raise NotLean(f"graph {backend_id}: its backward takes {node.name!r}, which the forward does not save")
+            raise NotDynamoFree(f"graph {backend_id}: its backward takes {node.name!r}, which the forward does not save")
     if len(tangent_formats) != len(differentiable):
-        raise NotLean(f"graph {backend_id}: {len(tangent_formats)} gradients in, for "
+        raise NotDynamoFree(f"graph {backend_id}: {len(tangent_formats)} gradients in, for "
                       f"{len(differentiable)} differentiable outputs")
     if len(bw.graph.output_node().args[0]) != n_inputs:
-        raise NotLean(f"graph {backend_id}: its backward does not return one gradient per input")
+        raise NotDynamoFree(f"graph {backend_id}: its backward does not return one gradient per input")
     return {
         "n_outputs": n_out,
         "non_differentiable": [i for i in range(n_out) if i not in differentiable],

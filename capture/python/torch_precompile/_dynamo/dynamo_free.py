@@ -1,12 +1,12 @@
-"""The lean form of a standalone artifact: frames, guards and graphs that serve
+"""The Dynamo-free form of a standalone artifact: frames, guards and graphs that serve
 with neither ``torch._dynamo`` nor ``torch._inductor`` imported.
 
 An import alias of Dynamo's own modules in the transformed bytecode (the
 profiler hooks around each graph call) is renamed and bound to a stand-in that
 imports the module on first attribute use, which only a running profiler makes. Code
 objects travel as marshal data (Python-version-locked, as the artifact
-already is), guards as the source checks ``lean_guards`` writes, graphs as the
-programs ``lean_graphs`` writes. ``build`` raises ``NotLean`` naming the first
+already is), guards as the source checks ``dynamo_free_guards`` writes, graphs as the
+programs ``dynamo_free_graphs`` writes. ``build`` raises ``NotDynamoFree`` naming the first
 part that has no such form; the artifact then keeps Dynamo's own state.
 """
 
@@ -17,9 +17,9 @@ import marshal
 from typing import Any, Iterator
 
 from . import frames as _frames
-from . import lean_graphs
+from . import dynamo_free_graphs
 from .captured_values import built_with_captured_values
-from .lean_guards import HEAVY, NotLean, Program, record, render
+from .dynamo_free_guards import HEAVY, NotDynamoFree, Program, record, render
 LAZY = "_pc_lazy"  # the prefix a Dynamo-module alias is renamed under (see the driver)
 
 
@@ -42,7 +42,7 @@ def _reads(source: str, aliases: set[str]) -> list[str]:
                    and isinstance(n.slice, ast.Constant) and n.slice.value in aliases})
 
 
-class Lean:
+class DynamoFree:
     def __init__(self) -> None:
         self.frames: list[dict[str, Any]] = []
         self.guards: dict[str, Program] = {}
@@ -53,7 +53,7 @@ def _marshal(code: Any, what: str) -> bytes:
     try:
         return marshal.dumps(code)
     except ValueError as e:
-        raise NotLean(f"the code of {what} cannot be marshalled ({e})") from None
+        raise NotDynamoFree(f"the code of {what} cannot be marshalled ({e})") from None
 
 
 def serving_state(state: Any, policy: set[tuple[str, str]]) -> Any:
@@ -66,13 +66,13 @@ def serving_state(state: Any, policy: set[tuple[str, str]]) -> Any:
 
 
 def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
-          policy: set[tuple[str, str]]) -> Lean:
+          policy: set[tuple[str, str]]) -> DynamoFree:
     import importlib
 
     from torch._dynamo.package import SerializedCode, load_guards_state
 
-    lean = Lean()
-    lean.programs = lean_graphs.programs(session, payloads)
+    form = DynamoFree()
+    form.programs = dynamo_free_graphs.programs(session, payloads)
     for fi, r in enumerate(records):
         target = SerializedCode.to_code_object(r["code"])
         out = {k: v for k, v in r.items() if k not in ("code", "variants", "imports")}
@@ -87,15 +87,15 @@ def build(session: Any, records: list[dict[str, Any]], payloads: dict[str, Any],
                 name = f"_pc_guards_{fi}_{vi}"
                 with built_with_captured_values(state):  # os.environ, a module constant
                     recording = record(state, target, scope)
-                prog = lean.guards[name] = render(recording, scope)
+                prog = form.guards[name] = render(recording, scope)
                 read = _reads(prog.source, set(heavy))
                 if read:
-                    raise NotLean(f"the guards of {r['name']!r} read Dynamo's own modules {read}")
+                    raise NotDynamoFree(f"the guards of {r['name']!r} read Dynamo's own modules {read}")
                 out["variants"].append((name, _marshal(_renamed(SerializedCode.to_code_object(body), heavy),
                                                        f"a variant of {r['name']!r}"),
                                         state.output_graph.name_of_builtins_dict_key_in_fglobals))
-        lean.frames.append(out)
-    return lean
+        form.frames.append(out)
+    return form
 
 
 def _read_guards_state(load: Any, blob: bytes, frame: str, *, optimizers_as_saved: bool = True) -> Any:

@@ -1,4 +1,4 @@
-# --- lean_checks: Dynamo-free frames (DYNAMO_FREE = True) ---
+# --- dynamo_free_checks: Dynamo-free frames (DYNAMO_FREE = True) ---
 # Code objects are marshal data, each variant's guards the generated checks above
 # (make(K, GS, TG)), each graph a program: neither torch._dynamo nor
 # torch._inductor is imported.
@@ -29,7 +29,7 @@ def _pc_variants(frame, target, scope):
     for name, body, key in frame["variants"]:
         if key:
             _pc_seed_builtins(scope, key, frame["module"])
-        check, explain = _pc_lean_variant(name, scope)
+        check, explain = _pc_dynamo_free_variant(name, scope)
         out.append((check, explain, _pc_code(body)))
     return out
 
@@ -68,7 +68,7 @@ def _pc_stand_in(spec):
     return t.requires_grad_(requires_grad)
 
 
-def _pc_lean_variant(name, scope):
+def _pc_dynamo_free_variant(name, scope):
     """(check, explain) for a variant's generated guards, its global-state guard
     built on this host's thread count (_pc_on_this_host)."""
 

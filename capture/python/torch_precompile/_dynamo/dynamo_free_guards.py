@@ -12,7 +12,7 @@ guard an ``if``, every tensor of the variant checked by one C++ ``TensorGuards``
 by a C++ ``GlobalStateGuard``. Both come from ``torch._C``, which ``import
 torch`` already loaded.
 
-Anything the recorder cannot write as source raises ``NotLean`` naming it; the
+Anything the recorder cannot write as source raises ``NotDynamoFree`` naming it; the
 artifact then serves through Dynamo's own guard manager instead.
 """
 
@@ -29,7 +29,7 @@ from . import minted
 from .spelling import normalize
 
 
-class NotLean(Exception):
+class NotDynamoFree(Exception):
     """This variant's guards have a part with no source form here."""
 
 
@@ -143,7 +143,7 @@ class Consts:
             return self.ref(("device", str(value)))
         r = minted.recipe(value) or builtin_recipe(value)
         if r is None:
-            raise NotLean(f"{what} is {type(value).__module__}.{type(value).__qualname__} "
+            raise NotDynamoFree(f"{what} is {type(value).__module__}.{type(value).__qualname__} "
                           f"{_short(value)}, which has no importable name")
         return self.ref(r)
 
@@ -211,7 +211,7 @@ class _Tensor:
         import torch
 
         if pytype not in (torch.Tensor, torch.nn.Parameter):
-            raise NotLean(f"{name} is a {pytype.__qualname__}, not a plain tensor or parameter")
+            raise NotDynamoFree(f"{name} is a {pytype.__qualname__}, not a plain tensor or parameter")
         self.var, self.name = var, name
         self.spec = (str(value.dtype).split(".", 1)[1], str(value.device), bool(value.requires_grad),
                      pytype is torch.nn.Parameter)
@@ -221,12 +221,12 @@ class _Tensor:
 
         probe = stand_in(self.spec)
         if torch._C._dispatch_keys(probe) != keys:
-            raise NotLean(f"{name} has dispatch keys {keys}, not those of a plain "
+            raise NotDynamoFree(f"{name} has dispatch keys {keys}, not those of a plain "
                           f"{self.spec[1]} tensor ({torch._C._dispatch_keys(probe)})")
 
 
 # The names a shape guard may read besides sympy's (SYMPY_INTERP): the driver's
-# lean_checks part binds them, and sympy's only where a variant reads one.
+# dynamo_free_checks part binds them, and sympy's only where a variant reads one.
 SHAPE_NAMES = {"L", "G", "torch", "inf", "math", "__math_isnan", "___check_type_id", "___check_obj_id",
                 "utils_device", "device", "int", "float", "bool", "len", "abs", "min", "max", "round"}
 
@@ -246,7 +246,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
     consts = Consts()
     roots = [c[0] for c in rec.calls if c[0] is not None and type(c[0]).__name__ == "RootGuardManager"]
     if not roots:
-        raise NotLean("the guard manager recorded no root")
+        raise NotDynamoFree("the guard manager recorded no root")
     root = roots[0]
     var: dict[int, str] = {id(root): "R"}
     source: dict[int, str] = {}
@@ -296,7 +296,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
             tail.append(_relational(method, args, var))
             continue
         if id(owner) in folded:
-            raise NotLean(f"a guard on Dynamo's own module {folded[id(owner)].__name__} ({method})")
+            raise NotDynamoFree(f"a guard on Dynamo's own module {folded[id(owner)].__name__} ({method})")
         v = var[id(owner)]
         if method == "add_tensor_match_guard":
             value, sizes, strides, name = args[0], args[1], args[2], args[3]
@@ -314,7 +314,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
                 # Mamba): compare_functorch_state([]) holds exactly when the stack is empty
                 leaf(owner, "_pc_functorch_stack_empty()", args[1])
             else:
-                raise NotLean(f"a Python guard {qual or args[0]!r} ({_short(args[1])})")
+                raise NotDynamoFree(f"a Python guard {qual or args[0]!r} ({_short(args[1])})")
         else:
             leaf(owner, _leaf(method, v, args, consts), args[-2] if method != "add_torch_function_mode_stack_guard" else args[1])
     for _owner, method, args, _kwargs, _out in rec.calls:
@@ -325,7 +325,7 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
                 tail.append((f"({part})", text.split("#")[0].strip()))
     unknown = shape_names - SHAPE_NAMES - _sympy_names()
     if unknown:
-        raise NotLean(f"shape guards use {sorted(unknown)}")
+        raise NotDynamoFree(f"shape guards use {sorted(unknown)}")
 
     lines: list[tuple[str, ...]] = []
 
@@ -495,7 +495,7 @@ def _dynamo_module_read(method: str, on_globals: bool, a: list[Any], scope: dict
     off one (a polyfill's import alias in the frame's globals), else None."""
     if folded is not None:
         if method != "getattr_manager" or not isinstance(a[0], str):
-            raise NotLean(f"a guard reads {method} of Dynamo's own module {folded.__name__}")
+            raise NotDynamoFree(f"a guard reads {method} of Dynamo's own module {folded.__name__}")
         return getattr(folded, a[0])
     if method == "dict_getitem_manager" and on_globals and isinstance(a[0], str) and _is_heavy(scope.get(a[0])):
         return scope[a[0]]
@@ -514,7 +514,7 @@ def _access(method: str, parent: str, a: list[Any], scope: dict[str, Any], const
     if method in ("dict_getitem_manager", "getitem_manager", "list_getitem_manager", "tuple_getitem_manager"):
         key = a[0]
         if not (key is None or isinstance(key, (str, int, bool))):
-            raise NotLean(f"an item access with key {_short(key)}")
+            raise NotDynamoFree(f"an item access with key {_short(key)}")
         return f"{parent}[{key!r}]"
     if method == "getattr_manager":
         return _attr(parent, a[0])
@@ -550,7 +550,7 @@ def _access(method: str, parent: str, a: list[Any], scope: dict[str, Any], const
         return f"_pc_nth_value({parent}, {int(a[0])})"
     if method == "lambda_manager":
         return _context_var_get(parent, a[0], consts)
-    raise NotLean(f"a guard accessor {method}")
+    raise NotDynamoFree(f"a guard accessor {method}")
 
 
 def _context_var_get(parent: str, fn: Any, consts: Consts) -> str:
@@ -563,14 +563,14 @@ def _context_var_get(parent: str, fn: Any, consts: Consts) -> str:
             and len(fn.__defaults__ or ()) == 1 and isinstance(fn.__defaults__[0], types.ModuleType)):
         module = fn.__defaults__[0]
         if module.__name__.startswith(HEAVY):
-            raise NotLean(f"a guard reads Dynamo's own module {module.__name__} through an import")
+            raise NotDynamoFree(f"a guard reads Dynamo's own module {module.__name__} through an import")
         return consts.obj(module, f"the imported module {module.__name__}")
     if code is not None and code.co_names == ("get",) and not code.co_freevars:
         if code.co_argcount == 1:
             return f"{parent}.get()"
         if code.co_argcount == 2 and len(fn.__defaults__ or ()) == 1:
             return f"{parent}.get({_literal(fn.__defaults__[0], consts, 'a context variable default')})"
-    raise NotLean(f"a guard accessor lambda_manager ({getattr(fn, '__qualname__', fn)!r})")
+    raise NotDynamoFree(f"a guard accessor lambda_manager ({getattr(fn, '__qualname__', fn)!r})")
 
 
 def _module_of_globals(f_globals: dict[str, Any]) -> Any:
@@ -579,7 +579,7 @@ def _module_of_globals(f_globals: dict[str, Any]) -> Any:
     for module in list(sys.modules.values()):
         if getattr(module, "__dict__", None) is f_globals:
             return module
-    raise NotLean("guards read the globals of an object that is not a module")
+    raise NotDynamoFree("guards read the globals of an object that is not a module")
 
 
 def _leaf(method: str, v: str, args: tuple[Any, ...], consts: Consts) -> str:
@@ -623,7 +623,7 @@ def _leaf(method: str, v: str, args: tuple[Any, ...], consts: Consts) -> str:
                 f"utils_device.CURRENT_DEVICE == {_literal(current, consts, 'the default device')}")
     if method == "add_torch_function_mode_stack_guard":
         if list(args[0]):
-            raise NotLean(f"a torch function mode stack of {list(args[0])}")
+            raise NotDynamoFree(f"a torch function mode stack of {list(args[0])}")
         return "torch._C._len_torch_function_stack() == 0"
     if method == "add_dimension_marking_guard":
         expected, absent, dependent = args[0], args[1], args[2]
@@ -637,13 +637,13 @@ def _leaf(method: str, v: str, args: tuple[Any, ...], consts: Consts) -> str:
             parts.append(f"((getattr({v}, {attr!r}, None) == {_literal(value, consts, 'a dimension marking')}) "
                          f"if hasattr({v}, {gate!r}) else True)")
         return " and ".join(parts) or "True"
-    raise NotLean(f"a guard {method}")
+    raise NotDynamoFree(f"a guard {method}")
 
 
 def _relational(method: str, args: tuple[Any, ...], var: dict[int, str]) -> tuple[str, str]:
     def ref(manager: Any) -> str:
         if id(manager) not in var:
-            raise NotLean(f"{method} on a manager outside the tree")
+            raise NotDynamoFree(f"{method} on a manager outside the tree")
         return var[id(manager)]
 
     if method == "install_object_aliasing_guard":
@@ -652,4 +652,4 @@ def _relational(method: str, args: tuple[Any, ...], var: dict[int, str]) -> tupl
         refs = [ref(m) for m in args[0]]
         return (f"len({{{', '.join(f'id({r})' for r in refs)}}}) == {len(refs)}",
                 str(args[2][0]).split("#")[0].strip())
-    raise NotLean(f"a relational guard {method}")
+    raise NotDynamoFree(f"a relational guard {method}")
