@@ -497,13 +497,12 @@ class _SiteCapture:
         # function) or a trace, the site is part of that capture: it runs as itself.
         if torch.compiler.is_compiling() or active() is not None or self.live.failed is not None:
             return self.fn(*args, **kwargs)
-        o = self.options
         with self.lock:
             with self.optim.recording() if self.optim is not None else contextlib.nullcontext():
                 result = self.live.call(self.fn, args, kwargs, scope=self._scope,
                                         check=self._graph_break, on_save=self._index)
             if self.optim is not None and self.optim.pending and self.live.failed is None:
-                with _inductor_config(o["mode"], o["options"], o["dynamic"]):
+                with self._inductor():
                     added = self.optim.write(self.paths[0][:-len(".py")])
                 if added and self.live.saved:
                     self._index()
@@ -516,10 +515,13 @@ class _SiteCapture:
         one program come out equal, and are stored once)."""
         from ._compat.dynamo import seeded_compiled_fn_names
 
-        o = self.options
-        with _inductor_config(o["mode"], o["options"], o["dynamic"]), \
-                seeded_compiled_fn_names(self.site, self.names):
+        with self._inductor(), seeded_compiled_fn_names(self.site, self.names):
             yield
+
+    def _inductor(self) -> Any:
+        """Inductor's configuration for the site's mode and options."""
+        o = self.options
+        return _inductor_config(o["mode"], o["options"], o["dynamic"])
 
     def _graph_break(self, cap: Any) -> str | None:
         if self.options["fullgraph"] and cap.summary().frames > 1:

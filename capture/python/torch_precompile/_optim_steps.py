@@ -140,32 +140,48 @@ def _install(make: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> N
         setattr(module, name.rsplit(".", 1)[1], replacement)
 
 
+class _SaysOnce:
+    """What a site's recorder or server says on stderr, each thing once."""
+
+    def __init__(self) -> None:
+        self.said: set[str] = set()
+
+    def say_once(self, what: str, message: str) -> None:
+        if what not in self.said:
+            self.said.add(what)
+            say(message)
+
+
 # --------------------------------------------------------------------------- capture
 
 
-class Recorder:
+class Recorder(_SaysOnce):
     """One site's optimizer updates while it is captured: ``recording()`` around a
     site call, ``write(base)`` after it, ``entries`` for the index."""
 
     def __init__(self, site: str, backend: str) -> None:
+        from ._compat.lowering import compile_to_python
+
+        super().__init__()
         self.site, self.backend = site, backend
-        self.pending: list[tuple[_Shape, list[Any], Callable[..., Any]]] = []
+        self.lowers = compile_to_python() is not None  # MakeFxTracer's Inductor lowering
+        # (shape, its key, the cloned tensors, the functional) of each update to trace
+        self.pending: list[tuple[_Shape, str, list[Any], Callable[..., Any]]] = []
         self.keys: set[str] = set()
         self.entries: list[dict[str, Any]] = []
-        self.said: set[str] = set()
 
     def recording(self) -> Any:
         return _Scope("recorder", self)
 
     def record(self, name: str, original: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> None:
-        from ._compat.lowering import compile_to_python
+        if not self.lowers:
+            import torch
 
-        if compile_to_python() is None:
-            self._say_once(
+            self.say_once(
                 "lowering", f"torch.compile site {self.site}: its torch.optim updates serve as eager "
                 "torch.optim: capturing them needs MakeFxTracer's Inductor lowering, which torch "
-                f"{torch_version()} does not have (it has from 2.14)")
+                f"{torch.__version__} does not have (it has from 2.14)")
             return
         shape = _Shape(name, args, kwargs)
         why = shape.why_not(args)
@@ -174,15 +190,10 @@ class Recorder:
             key = shape.key(flat)
             if key not in self.keys:
                 self.keys.add(key)
-                self.pending.append((shape, [t.detach().clone() for t in flat], original))
+                self.pending.append((shape, key, [t.detach().clone() for t in flat], original))
         else:
-            self._say_once(why, f"torch.compile site {self.site}: a {name} update is not captured "
-                           f"({why}); that update serves as eager torch.optim")
-
-    def _say_once(self, what: str, message: str) -> None:
-        if what not in self.said:
-            self.said.add(what)
-            say(message)
+            self.say_once(why, f"torch.compile site {self.site}: a {name} update is not captured "
+                          f"({why}); that update serves as eager torch.optim")
 
     def write(self, base: str) -> bool:
         """Trace and write each pending update into ``base.optimN.py``/``.cache``;
@@ -193,7 +204,7 @@ class Recorder:
 
         added = False
         pending, self.pending = self.pending, []
-        for shape, flat, original in pending:
+        for shape, key, flat, original in pending:
             n = len(self.entries)
             code, cache = f"{base}.optim{n}.py", f"{base}.optim{n}.cache"
             try:
@@ -206,15 +217,9 @@ class Recorder:
                     "it serves as eager torch.optim")
                 continue
             self.entries.append({"artifact": os.path.basename(code), "cache": os.path.basename(cache),
-                                 "functional": shape.name, "key": shape.key(flat)})
+                                 "functional": shape.name, "key": key})
             added = True
         return added
-
-
-def torch_version() -> str:
-    import torch
-
-    return torch.__version__
 
 
 def arm_capture() -> None:
@@ -237,12 +242,12 @@ def arm_capture() -> None:
 # --------------------------------------------------------------------------- serving
 
 
-class Served:
+class Served(_SaysOnce):
     """The loaded updates of one site: ``serving()`` around each of its calls."""
 
     def __init__(self, site: str, updates: dict[str, Callable[..., Any]]) -> None:
+        super().__init__()
         self.site, self.updates = site, updates
-        self.said: set[str] = set()
         self.counts = served_updates.setdefault(site, {"compiled": 0, "eager": 0})
 
     def serving(self) -> Any:
@@ -262,9 +267,7 @@ class Served:
                 self.counts["compiled"] += 1
                 return None
             why = "no captured update has this call's constants, list lengths and tensor sizes"
-        if why not in self.said:
-            self.said.add(why)
-            say(f"torch.compile site {self.site}: a {name} update runs as eager torch.optim ({why})")
+        self.say_once(why, f"torch.compile site {self.site}: a {name} update runs as eager torch.optim ({why})")
         self.counts["eager"] += 1
         return original(*args, **kwargs)
 
