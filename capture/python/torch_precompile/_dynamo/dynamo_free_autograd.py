@@ -247,8 +247,9 @@ def call(flat_inputs):
 '''
 
 
-def program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
-    """The graph's program: ``call(flat_inputs)`` like every other graph program."""
+def program(gm: Any, example_inputs: list[Any], backend_id: str) -> tuple[str, str]:
+    """The graph's program, ``call(flat_inputs)`` like every other graph program:
+    (as Inductor wrote its modules, with their imports pointed at the stand-ins)."""
     from .._kernels import serve_imports
     from .._artifact import text_literal
 
@@ -256,12 +257,15 @@ def program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
     (fw, fw_source), (bw, bw_source), meta = seen["forward"], seen["backward"], seen["meta"]
     _plain(meta, backend_id)
     layout = _layout(fw, bw, meta, len(example_inputs), backend_id)
-    return (
-        f'"""Graph {backend_id}, which needs autograd: Inductor\'s forward and backward\n'
-        "modules (FORWARD, BACKWARD), run by an autograd.Function (PrecompiledGraph, below) the way\n"
-        'AOTAutograd runs them for a graph without input mutations or aliased outputs."""\n\n'
-        f"FORWARD = {text_literal(serve_imports.rewrite(fw_source))}\n\n"
-        f"BACKWARD = {text_literal(serve_imports.rewrite(bw_source))}\n\n"
-        f"LAYOUT = {layout!r}\n"
-        + _RUNTIME
-    )
+
+    def text(imports: Any) -> str:
+        return (
+            '"""A graph that needs autograd: Inductor\'s forward and backward modules\n'
+            "(FORWARD, BACKWARD), run by an autograd.Function (PrecompiledGraph, below) the way\n"
+            'AOTAutograd runs them for a graph without input mutations or aliased outputs."""\n\n'
+            f"FORWARD = {text_literal(imports(fw_source))}\n\n"
+            f"BACKWARD = {text_literal(imports(bw_source))}\n\n"
+            f"LAYOUT = {layout!r}\n"
+            + _RUNTIME
+        )
+    return text(lambda source: source), text(serve_imports.rewrite)

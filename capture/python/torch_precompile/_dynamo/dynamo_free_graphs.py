@@ -8,15 +8,32 @@ graph lowered by AOTAutograd + Inductor into one standalone module
 stand-ins. A graph that needs autograd at run time (grad mode on with inputs
 requiring grad) is its forward and backward modules run by an autograd.Function
 (``dynamo_free_autograd``).
+
+An Inductor graph is lowered once: the capture's backend lowers it (``lower``)
+and runs the program it got for the capture's own calls (``runnable``), so the
+program is what the capture's outputs came from. Only a graph that lowering
+refused is compiled by torch.compile's own Inductor backend, for the artifacts
+served through Dynamo's state.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from .._progress import step
 from . import dynamo_free_autograd
 from .dynamo_free_guards import NotDynamoFree
+
+# What a graph is called before Dynamo files it under its backend id: a refusal
+# raised while the backend lowers it names it so, and is renamed when filed.
+UNFILED = "<unfiled>"
+
+
+class Program(NamedTuple):
+    """One graph's program, as Inductor wrote it and as the artifact serves it."""
+
+    raw: str     # Inductor's own imports: what the capturing process runs
+    served: str  # its Inductor imports pointed at the frozen-kernel stand-ins
 
 
 def _fx_program(gm: Any, backend_id: str) -> str:
@@ -53,18 +70,53 @@ def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> st
             program, _bundle = lower(gm, example_inputs, options={"size_asserts": True})
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
         raise dynamo_free_autograd.refusal(e, backend_id, "a standalone program") from None
-    return serve_imports.rewrite(program)
+    return program
+
+
+def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFILED) -> Program:
+    """The graph's standalone program; NotDynamoFree names why it has none
+    (NoCompute: nothing for Inductor to lower)."""
+    import torch
+
+    from .._kernels import serve_imports
+
+    if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+        with step("capture: lowered graph %s (%d nodes) to standalone forward and backward programs",
+                  backend_id, len(gm.graph.nodes)):
+            return Program(*dynamo_free_autograd.program(gm, example_inputs, backend_id))
+    with step("capture: lowered graph %s (%d nodes) to a standalone program", backend_id, len(gm.graph.nodes)):
+        raw = _inductor_program(gm, example_inputs, backend_id)
+    return Program(raw, serve_imports.rewrite(raw))
+
+
+def filed(refused: NotDynamoFree, backend_id: str) -> NotDynamoFree:
+    """A refusal raised before the graph had its backend id, naming it by that id."""
+    if isinstance(refused, dynamo_free_autograd.NoCompute):
+        return dynamo_free_autograd.NoCompute(backend_id)
+    return NotDynamoFree(str(refused).replace(UNFILED, backend_id))
+
+
+def runnable(program: str, name: str) -> Callable[..., Any]:
+    """The program as Dynamo calls a compiled graph: positionally."""
+    ns: dict[str, Any] = {"__name__": name}
+    exec(compile(program, f"<precompile graph {name}>", "exec"), ns)
+    call = ns["call"]
+
+    def compiled(*args: Any) -> Any:
+        return call(list(args))
+    return compiled
 
 
 def programs(session: Any, payloads: dict[str, Any]) -> dict[str, str]:
     """backend id -> program source, for every captured graph; NotDynamoFree names the
     first that has none."""
-    import torch
-
     out = {}
     for backend_id, (kind, payload) in sorted(payloads.items()):
         if kind == "fx":
             out[backend_id] = _fx_program(payload, backend_id)
+            continue
+        if kind == "program":  # lowered by the capture's backend
+            out[backend_id] = payload
             continue
         if kind != "aot":
             raise NotDynamoFree(f"graph {backend_id} is served by {getattr(payload, '__qualname__', kind)}")
@@ -73,12 +125,10 @@ def programs(session: Any, payloads: dict[str, Any]) -> dict[str, str]:
             raise NotDynamoFree(f"graph {backend_id} was not seen by the capture's backend")
         gm, example_inputs, grad = graph
         try:
-            if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
-                with step("capture: lowered graph %s to standalone forward and backward programs", backend_id):
-                    out[backend_id] = dynamo_free_autograd.program(gm, example_inputs, backend_id)
-            else:
-                with step("capture: lowered graph %s to a standalone program", backend_id):
-                    out[backend_id] = _inductor_program(gm, example_inputs, backend_id)
+            refused = session.refused_lowerings.get(backend_id)
+            if refused is not None:  # the backend tried: not lowered a second time
+                raise refused
+            out[backend_id] = lower(gm, example_inputs, grad, backend_id).served
         except dynamo_free_autograd.NoCompute:
             # nothing for Inductor to lower (views, detach, getitem): the graph itself
             # runs as eagerly as Inductor would have run it

@@ -26,15 +26,19 @@ def backend_payloads(session: Any) -> tuple[dict[str, Any], set[str]]:
     """Every captured backend id mapped to a picklable payload the driver turns
     back into the compiled callable, and the ids that have none.
 
-    Inductor graphs travel as the AOTAutograd bundle recorded under their id;
-    eager graphs as their fx GraphModule; a graph Dynamo pruned to nothing as
-    the module-level function it calls instead.
+    Inductor graphs travel as the standalone program the capture's backend
+    lowered them to, or (a graph it could not lower) as the AOTAutograd bundle
+    recorded under their id; eager graphs as their fx GraphModule; a graph Dynamo
+    pruned to nothing as the module-level function it calls instead.
     """
     import torch
 
     payloads: dict[str, Any] = {}
     missing: set[str] = set()
     for backend_id in session.package.cache_entry().backend_ids:
+        if backend_id in session.programs:
+            payloads[backend_id] = ("program", session.programs[backend_id])
+            continue
         if backend_id in session.artifacts:
             payloads[backend_id] = ("aot", session.artifacts[backend_id])
             continue

@@ -116,36 +116,71 @@ class Session:
         self.calls = 0
         # Its own recompile region: an earlier compile of fn in this process
         # would otherwise serve its cache entries and the package record nothing.
+        # backend id -> the program the backend lowered the graph to, as served
+        self.programs: dict[str, str] = {}
         # backend id -> (graph, example inputs, grad mode) as the backend saw them,
-        # for the graphs the artifact writes as source (dynamo_free_graphs)
+        # for a graph it did not lower (eager; a refused lowering, with its refusal)
         self.graphs: dict[str, Any] = {}
+        self.refused_lowerings: dict[str, Any] = {}
         self._record_variants()
         self._compiled = _compat.optimize(
             fn, self._seeing_backend(backend), package=self.package, guard_filter_fn=self.ledger.filter,
             dynamic=tracer.dynamic, recompile_limit=tracer.recompile_limit)
 
     def _seeing_backend(self, backend: str) -> Any:
-        """The backend, keeping a copy of each graph it compiles; the package's
-        add_backend_id, called right after, files it under the graph's id."""
+        """The backend, keeping what the artifact needs of each graph it compiles;
+        the package's add_backend_id, called right after, files it under the
+        graph's id.
+
+        inductor: each graph is lowered once, to its standalone program, and that
+        program runs the capture's calls (dynamo_free_graphs.lower). Only a graph
+        the lowering refuses is compiled by torch.compile's Inductor backend, kept
+        with its refusal (an artifact served through Dynamo's state runs it).
+        eager: the graph itself, kept as it was handed over.
+        """
         import copy
 
         import torch
         from torch._dynamo.backends.registry import lookup_backend
 
+        from . import dynamo_free_graphs as graphs
+        from .._compat.lowering import compile_to_python
+
         real = lookup_backend(backend)
+        lowers = backend == "inductor" and compile_to_python() is not None
         seen: list[Any] = []
         package, add = self.package, self.package.add_backend_id
 
         def compile_graph(gm: Any, example_inputs: Any) -> Any:
+            inputs, grad = list(example_inputs), torch.is_grad_enabled()
+            refused = None
+            if lowers:
+                try:
+                    # outside Dynamo's tracing context: the lowering traces under fake
+                    # modes of its own, which Dynamo's would clash with
+                    with torch._guards.tracing(None):
+                        program = graphs.lower(gm, inputs, grad)
+                except graphs.NotDynamoFree as e:
+                    refused = e
+                else:
+                    seen[:] = [(program.served, None, None)]
+                    return graphs.runnable(program.raw, f"{fn_module}.<graph>")
             kept = copy.deepcopy(gm) if backend == "inductor" else gm
-            seen[:] = [(kept, list(example_inputs), torch.is_grad_enabled())]
+            seen[:] = [(None, (kept, inputs, grad), refused)]
             return real(gm, example_inputs)
 
         def add_backend_id(backend_id: str, compiled: Any = None) -> None:
             if seen:
-                self.graphs[backend_id] = seen.pop()
+                program, graph, refused = seen.pop()
+                if program is not None:
+                    self.programs[backend_id] = program
+                else:
+                    self.graphs[backend_id] = graph
+                if refused is not None:
+                    self.refused_lowerings[backend_id] = graphs.filed(refused, backend_id)
             add(backend_id, compiled)
 
+        fn_module = getattr(self.fn, "__module__", None) or "precompile"
         package.add_backend_id = add_backend_id
         compile_graph.__name__ = getattr(real, "__name__", backend)
         return compile_graph

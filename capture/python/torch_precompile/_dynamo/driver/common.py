@@ -58,6 +58,21 @@ def _pc_unpack(blob):
 _PC_MINTED = _pc_unpack(_MINTED)
 
 
+def _pc_program(backend_id, text):
+    """A compiled graph from its program, called as Dynamo's transformed bytecode
+    calls a compiled graph: positionally."""
+    ns = {"__name__": f"{__name__}.{backend_id}"}
+    exec(compile(text, f"<precompiled graph {backend_id}>", "exec"), ns)
+    if "CALL_POSITIONAL" in ns:  # an fx program: its graph takes the args as they come
+        return _functools.partial(ns["CALL_POSITIONAL"], None)
+    call = ns["call"]
+
+    def compiled(*args):
+        return call(list(args))
+    compiled.__name__ = backend_id
+    return compiled
+
+
 def _pc_check_build():
     # Serialized code objects are Python-version-locked and the guard state
     # torch-build-locked: refuse rather than run foreign bytecode.

@@ -1,7 +1,8 @@
 # --- dynamo_state: frames through Dynamo's serialized state ---
 # Each variant's guards are Dynamo's serialized guard state, built into a guard
 # manager by Dynamo; code objects are Dynamo's SerializedCode; the graphs are
-# Dynamo's backend payloads (_BACKENDS) unless the artifact holds programs.
+# Dynamo's backend payloads (_BACKENDS: an AOTAutograd bundle, an fx graph or a
+# program) unless the artifact holds programs.
 
 def _pc_code(blob):
     from torch._dynamo.package import SerializedCode
@@ -9,11 +10,20 @@ def _pc_code(blob):
     return SerializedCode.to_code_object(blob)
 
 
+def _pc_payload(backend_id, kind, payload):
+    """The compiled graph a _BACKENDS payload holds."""
+    if kind == "aot":
+        return payload.after_deserialization()
+    if kind == "program":
+        return _pc_program(backend_id, payload)
+    return payload
+
+
 def _pc_graphs():
     """The compiled graphs, run as Dynamo runs a backend's: off the evaluator."""
     out = {}
     for backend_id, (kind, payload) in _pc_unpack(_BACKENDS).items():
-        fn = payload.after_deserialization() if kind == "aot" else payload
+        fn = _pc_payload(backend_id, kind, payload)
         out[backend_id] = _torch._dynamo.disable(fn)
     return out
 

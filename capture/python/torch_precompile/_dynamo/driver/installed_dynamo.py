@@ -6,19 +6,19 @@
 class _PcBackend:
     """What torch._dynamo.package.CompilePackage.install wants of a backend."""
 
-    def __init__(self, kind, payload):
-        self._kind, self._payload = kind, payload
+    def __init__(self, backend_id, kind, payload):
+        self._id, self._kind, self._payload = backend_id, kind, payload
 
     def after_deserialization(self):
-        return self._payload.after_deserialization() if self._kind == "aot" else self._payload
+        return _pc_payload(self._id, self._kind, self._payload)
 
 
 def _pc_backends():
     """What the package installs as each compiled graph: its program where the
     artifact holds programs (GRAPHS_AS_PROGRAMS), else Dynamo's backend payload."""
     if GRAPHS_AS_PROGRAMS:
-        return {bid: _PcBackend("fn", fn) for bid, fn in _pc_program_graphs().items()}
-    return {bid: _PcBackend(*payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
+        return {bid: _PcBackend(bid, "fn", fn) for bid, fn in _pc_program_graphs().items()}
+    return {bid: _PcBackend(bid, *payload) for bid, payload in _pc_unpack(_BACKENDS).items()}
 
 
 def _pc_install():
