@@ -97,9 +97,18 @@ def filed(refused: NotDynamoFree, backend_id: str) -> NotDynamoFree:
 
 
 def runnable(program: str, name: str) -> Callable[..., Any]:
-    """The program as Dynamo calls a compiled graph: positionally."""
+    """The program as Dynamo calls a compiled graph in the capturing process:
+    positionally."""
+    import torch
+
     ns: dict[str, Any] = {"__name__": name}
     exec(compile(program, f"<precompile graph {name}>", "exec"), ns)
+    graph = ns.get("PrecompiledGraph")
+    if graph is not None:
+        # Autograd's engine runs its backward outside the compiled graph, where the
+        # capture's Dynamo would trace it as a user frame (AOTAutograd's own
+        # backward is torch's code, which Dynamo skips).
+        graph.backward = staticmethod(torch._dynamo.disable(graph.backward))
     call = ns["call"]
 
     def compiled(*args: Any) -> Any:
