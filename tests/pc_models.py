@@ -9,15 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.fc2 = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
+from dyn_models import MLP  # noqa: F401 - the tests' one MLP, used as pc_models.MLP
 
 
 class ConvBN(nn.Module):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_precompile._dynamo import captured_values, driver
+from torch_precompile._dynamo import captured_values
+from torch_precompile._dynamo.serving import driver
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTINS = set(dir(builtins)) | {"__file__", "__name__"}
@@ -73,7 +74,7 @@ def test_the_join_check_catches_a_name_nothing_defines(tmp_path: Path) -> None:
 
 
 def test_the_renderer_writes_every_section_of_every_contract() -> None:
-    source = (ROOT / "capture" / "python" / "torch_precompile" / "_dynamo" / "render.py").read_text()
+    source = (ROOT / "capture" / "python" / "torch_precompile" / "_dynamo" / "rendering" / "render.py").read_text()
     tree = ast.parse(source)
     producers = next(n for n in ast.walk(tree) if isinstance(n, ast.Assign)
                      and any(getattr(t, "id", None) == "producers" for t in n.targets))

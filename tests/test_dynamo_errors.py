@@ -52,7 +52,7 @@ print("COMPLETE |", refused(gap), "|", os.path.exists(f"{{out}}/raised.py"))
 
 # require_no_risky_drops: a guard_filter_fn that drops a guard the default filter
 # keeps gives up a check nothing can stand in for.
-from torch_precompile._dynamo.guards import default_filter
+from torch_precompile._dynamo.recording.guards import default_filter
 def drop_mlp_type(entries):
     return [keep and not (e.guard_type == "TYPE_MATCH" and type(e.value).__name__ == "MLP")
             for keep, e in zip(default_filter(entries), entries)]

@@ -122,7 +122,7 @@ def test_a_frame_no_import_can_name_is_refused_by_name(tmp_path: Path) -> None:
 
 def test_property_and_classmethod_frames_are_named_through_their_class() -> None:
     import frame_models as fm
-    from torch_precompile._dynamo.session import _static_name
+    from torch_precompile._dynamo.recording.session import _static_name
 
     for code, want in ((fm.Holder.scale.fget.__code__, ("frame_models", "Holder.scale", "fget.__code__")),
                        (fm.Holder.build.__func__.__code__, ("frame_models", "Holder.build", "__func__.__code__"))):
@@ -215,7 +215,7 @@ def test_the_invariance_policy_drops_an_invariant_builtin_match(tmp_path: Path) 
 def test_a_bypassed_frame_that_compiled_nothing_is_served_as_plain_python() -> None:
     from types import SimpleNamespace
 
-    from torch_precompile._dynamo import frames
+    from torch_precompile._dynamo.rendering import frames
 
     def code(name: str, line: int, **kw):
         fields = dict(bypassed=True, backend_ids=[], guarded_codes=[], has_compile_id=True,

@@ -90,3 +90,44 @@ def test_the_package_has_no_import_circle() -> None:
 
 def test_the_check_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _stage_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Edges inside ``_dynamo`` that run against its stage order: a module imports
+    its own stage, a later one, or a shared module; a shared module imports only
+    shared modules and the serving stage's driver templates."""
+    from torch_precompile._dynamo import SHARED, STAGES
+
+    root = "torch_precompile._dynamo"
+
+    def stage(m: str) -> str | None:
+        if not m.startswith(root + "."):
+            return None
+        top = m[len(root) + 1:].split(".")[0]
+        return "shared" if top in SHARED else top
+
+    bad = []
+    for m, targets in graph.items():
+        sm = stage(m)
+        for t in targets:
+            st = stage(t)
+            if sm is None or st is None or st == "shared":
+                continue
+            ok = st == "serving" if sm == "shared" else STAGES.index(st) >= STAGES.index(sm)
+            if not ok:
+                bad.append(f"{m} ({sm}) imports {t} ({st})")
+    return sorted(bad)
+
+
+def test_dynamo_is_grouped_by_stage_and_the_stages_import_one_way() -> None:
+    from torch_precompile._dynamo import SHARED, STAGES
+
+    mods = _modules()
+    root = "torch_precompile._dynamo"
+    tops = {m[len(root) + 1:].split(".")[0] for m in mods if m.startswith(root + ".")}
+    assert tops == set(STAGES) | set(SHARED), tops  # every module in a stage or shared
+    assert _stage_violations(_edges(mods)) == []
+    # the check sees a planted edge against the order
+    planted = {f"{root}.serving.load": {f"{root}.recording.session"}, f"{root}.recording.session": set()}
+    assert _stage_violations(planted) == [
+        f"{root}.serving.load (serving) imports {root}.recording.session (recording)"]

@@ -218,7 +218,7 @@ def test_only_process_groups_and_the_config_slot_become_checked() -> None:
 
     import torch  # noqa: F401 - loads torch.compiler.config and torch.distributed
 
-    from torch_precompile._dynamo import process_groups
+    from torch_precompile._dynamo.recording import process_groups
 
     def entry(value: object, name: str) -> NS:
         return NS(has_value=True, value=value, orig_guard=NS(originating_source=NS(name=name)))

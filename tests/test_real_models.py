@@ -148,13 +148,8 @@ import sys
 sys.path.insert(0, {tests!r})
 import copy, torch, torch_precompile as tp
 import hf_models as hm
+from child_helpers import refused
 out = {out!r}
-def refused(fn):
-    try:
-        fn()
-    except tp.PrecompileError as e:
-        return str(e)
-    return "NOT REFUSED"
 gpt2 = hm.gpt2()
 def capture(step, model, x, name):
     with tp.capture(step, artifact_path=f"{{out}}/{{name}}.py", cache_path=f"{{out}}/{{name}}.cache",

@@ -72,8 +72,8 @@ def test_the_lowering_probes_answer_what_torch_has_and_each_caller_refuses_witho
     import torch
 
     from torch_precompile._compat import lowering
-    from torch_precompile._dynamo import dynamo_free_autograd, dynamo_free_graphs
-    from torch_precompile._dynamo.dynamo_free_guards import NotDynamoFree
+    from torch_precompile._dynamo.rendering import dynamo_free_autograd, dynamo_free_graphs
+    from torch_precompile._dynamo.rendering.dynamo_free_guards import NotDynamoFree
 
     # the module, not torch._inductor's function of the same name
     standalone_compile = importlib.import_module("torch._inductor.standalone_compile")

@@ -132,7 +132,7 @@ def load_pair(artifact_path: str | os.PathLike[str], cache_path: str | os.PathLi
     path = os.fspath(artifact_path)
     if meta["TRACER"] == "make_fx":
         return _load_makefx(text, meta, path, compiled)
-    from ._dynamo import load as dynamo
+    from ._dynamo.serving import load as dynamo
 
     if mode == "standalone":
         return dynamo.standalone(text, meta, path, compiled)

@@ -5,39 +5,39 @@ Every frame Dynamo compiles while the caller's calls run is recorded through
 captured variants by their guards (standalone) or installs them onto the live
 code objects (installed).
 
-Capture:
+By stage, each importing only the stages after it and the shared modules
+(tests/test_import_graph.py checks the order):
 
-- ``session``: the capture session (Dynamo wrapper, per-call config, truncation);
-- ``capture``: DynamoCapture, the public state machine and the write gates;
-- ``guards``: the guard filter and its ledger (kept, dropped, risky, pinned);
-- ``identity``: the rule for identity guards (invariant by proof, checked by a
-  portable key, or refused);
-- ``library_objects``: checks for dropped guards on library objects (configs, optimizers,
-  factory-made functions), in place of a refusal;
-- ``process_groups``: what a capture records of process groups and a serving job matches;
-- ``pin_recipes``: the one vocabulary of pin recipes (each kind's fields, how it is
-  named, which driver check serves it), which the three modules above build with;
-- ``minted``: the globals Dynamo mints into a module and how serving gets each back;
-- ``summary``: the PrecompileSummary of a session;
-- ``frames``: the package's frames as artifact records, reachability, serving mode.
+- ``capture``: DynamoCapture, the public state machine: it opens a ``recording``
+  session, and writes what it recorded through ``rendering``;
+- ``recording/``: Dynamo under a CompilePackage, call by call (``session``: the
+  wrapper, the per-call config, each graph lowered as it is compiled), the guard
+  filter and its ledger (``guards``), the rule for identity guards
+  (``identity``), checks for library objects in place of refusals
+  (``library_objects``), what a capture records of process groups
+  (``process_groups``);
+- ``rendering/``: the pair written from a session (``render``: python_code and
+  the cache envelope, sections per ``serving.driver.CONTRACTS``), the frames as
+  artifact records (``frames``), the PrecompileSummary (``summary``), and the
+  form served without Dynamo ("Dynamo-free", the one name for it: ``dynamo_free``
+  builds it from ``dynamo_free_guards``, a variant's guards as source, and
+  ``dynamo_free_graphs``/``dynamo_free_autograd``, each graph as a program);
+- ``serving/``: one loader per serving mode (``load``), the installed runnable's
+  call path (``installed``), and ``driver/``, the artifact's own serving half as
+  source parts joined into python_code by mode (``driver.CONTRACTS`` declares
+  the parts, sections and names of each mode; the driver's ``dynamo_free_checks``
+  and ``installed_dynamo_free`` serve the Dynamo-free form, ``DYNAMO_FREE`` in
+  the metadata says an artifact has it).
 
-Writing the artifact ("Dynamo-free" = served without Dynamo imported, the one
-name for it: the ``dynamo_free*`` modules build that form, the driver's
-``dynamo_free_checks`` and ``installed_dynamo_free`` serve it, ``DYNAMO_FREE`` in
-the metadata says an artifact has it):
-
-- ``render``: python_code and the cache envelope, sections per ``driver.CONTRACTS``;
-- ``dynamo_free``: the Dynamo-free form of the frames; ``dynamo_free_guards``: a variant's guards
-  as source; ``dynamo_free_graphs``: the compiled graphs as source programs;
-  ``dynamo_free_autograd``: a graph that needs autograd at run time as one program;
-- ``captured_values``: the driver's captured value guards, for the Dynamo-free capture;
-- ``driver/``: the serving half, source parts joined into python_code by mode
-  (``driver.CONTRACTS`` declares the parts, sections and names of each mode).
-
-Serving:
-
-- ``load``: one loader per serving mode (standalone, installed);
-- ``installed``: the installed runnable's call path under each stance.
+Shared by every stage, spelled alike in capture and serving: ``spelling`` (guard
+sources, slots, frame keys), ``minted`` (the globals Dynamo mints into a module),
+``pin_recipes`` (the one vocabulary of pin recipes) and ``captured_values`` (the
+driver's value guards, run by the capture too).
 
 No torch import here (TORCH_LOGS walks this package while torch imports).
 """
+
+# The stages in import order: a module imports only its own stage, the stages
+# after it, and SHARED (tests/test_import_graph.py).
+STAGES = ("capture", "recording", "rendering", "serving")
+SHARED = ("spelling", "minted", "pin_recipes", "captured_values")

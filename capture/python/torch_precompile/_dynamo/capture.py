@@ -15,7 +15,7 @@ from .._errors import PrecompileError
 from .._progress import log, step
 from .._summary import PrecompileSummary
 from .._tracers import DynamoTracer
-from .frames import main_script
+from .rendering.frames import main_script
 
 _MODULE_LEVEL = ("capture a module-level function of an importable module that takes what it "
                  "needs as arguments, e.g. 'def step(model, x): return model(x)' in mymodels.py, "
@@ -134,7 +134,7 @@ class DynamoCapture(Capture):
         _lifecycle.check_enter(self._state)
         from torch.compiler._cache import CacheArtifactManager
 
-        from .session import Session
+        from .recording.session import Session
 
         with contextlib.ExitStack() as scopes:
             scopes.enter_context(self._kernel_cache_scope())
@@ -190,12 +190,12 @@ class DynamoCapture(Capture):
     def summary(self) -> PrecompileSummary:
         if self._session is None:
             return PrecompileSummary(frames=0, resume_functions=0, guarded_codes=0, backend_graphs=0)
-        from .summary import summarize
+        from .rendering.summary import summarize
 
         return summarize(self._session)
 
     def _write(self) -> None:
-        from .render import kernel_bundle, render
+        from .rendering.render import kernel_bundle, render
 
         session = self._session
         if session is None or session.calls == 0:
@@ -228,7 +228,7 @@ class DynamoCapture(Capture):
         if t.require_complete:
             gaps = []
             if s.bypassed:
-                from .frames import bypass_explanation
+                from .rendering.frames import bypass_explanation
 
                 gaps.append(f"bypassed frames {list(s.bypassed)} (nothing of them could be packaged)")
                 gaps.extend(f"{name!r}: {bypass_explanation(reason)}" for name, reason

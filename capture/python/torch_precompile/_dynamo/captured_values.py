@@ -19,13 +19,12 @@ import ast
 import contextlib
 import functools
 import sys
-from pathlib import Path
 from typing import Any, Iterator
 
+from .serving.driver import part_path
+
 # the driver parts holding them
-_PARTS = (Path(__file__).with_name("driver") / "dynamo_state.py",
-          Path(__file__).with_name("driver") / "dynamo_free_checks.py",
-          Path(__file__).with_name("driver") / "fingerprints.py")
+_PARTS = tuple(part_path(name) for name in ("dynamo_state", "dynamo_free_checks", "fingerprints"))
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
           "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_fsdp_class", "_pc_stand_in",
           "_pc_without_policy_slots", "_pc_spell", "_pc_code_digest", "_pc_fingerprint",

@@ -6,6 +6,7 @@ identity and captured_values all read it, and it reads only ``minted``."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Addresses and per-process counters differ run to run; scrub them so slots and
 # rendered checks compare (and the artifact diffs) stably. (pattern, replacement)
@@ -48,3 +49,11 @@ def plain_expression(expr: str) -> bool:
         return loaded_globals([compile(expr, "<pin>", "eval")]) <= _PIN_NAMES
     except SyntaxError:
         return False
+
+
+FrameKey = tuple[str, str, int]  # (co_name, co_filename, co_firstlineno)
+
+
+def frame_key(code: Any) -> FrameKey:
+    """How every stage names a frame: its code's name, file and first line."""
+    return (code.co_name, code.co_filename, code.co_firstlineno)

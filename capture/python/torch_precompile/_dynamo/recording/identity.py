@@ -38,8 +38,8 @@ from __future__ import annotations
 import types
 from typing import Any, NamedTuple
 
-from . import minted
-from .pin_recipes import make
+from .. import minted
+from ..pin_recipes import make
 
 INVARIANT, CHECKED, REFUSED = "invariant", "checked", "refused"
 
@@ -88,7 +88,7 @@ def _by_import(steps: list[Any]) -> bool:
 
 
 def _plain(expr: str) -> bool:
-    from .spelling import plain_expression
+    from ..spelling import plain_expression
 
     return plain_expression(expr)
 
@@ -105,7 +105,7 @@ def covers(e: Any) -> bool:
 
 
 def _builtin_key(value: Any) -> Any:
-    from .captured_values import builtin_key
+    from ..captured_values import builtin_key
 
     return builtin_key(value)
 
@@ -133,7 +133,7 @@ def judge(e: Any) -> Verdict:
     if id(value) in _SINGLETONS:
         return _checked(expr, make("singleton", _SINGLETONS[id(value)]), "a singleton")
     if isinstance(value, type):
-        from .dynamo_free_guards import builtin_recipe
+        from ..rendering.dynamo_free_guards import builtin_recipe
 
         r = minted.recipe(value) or builtin_recipe(value)  # types.NoneType: no builtins.NoneType
         if r is not None and r[0] == "attr":
@@ -150,20 +150,20 @@ def judge(e: Any) -> Verdict:
             return Verdict(INVARIANT, f"Dynamo's own {module}.{value.__qualname__}, locked to the "
                            "captured torch release", None)
         from . import library_objects
-        from .captured_values import fingerprint
+        from ..captured_values import fingerprint
 
         wrapped = library_objects.wrapper_recipe(value)
         if wrapped is not None:
             return _checked(expr, wrapped, "a wrapper")
         return _checked(expr, make("code", module, value.__qualname__, fingerprint(value)), "a function")
     if isinstance(value, types.CodeType):
-        from .captured_values import code_digest
+        from ..captured_values import code_digest
 
         return _checked(expr, make("code_object", value.co_qualname, code_digest(value)), "a code object")
     key = _builtin_key(value)
     if key is not None:
         return _checked(expr, make("builtin", key), "a builtin")
-    from .captured_values import fingerprint, spell
+    from ..captured_values import fingerprint, spell
 
     if _is_builtin(value):  # bound to an instance (random.random): its name and its class
         owner = type(value.__self__)

@@ -15,13 +15,13 @@ import platform
 import zlib
 from typing import Any
 
-from .. import _artifact
-from .._errors import PrecompileError
-from .._summary import PrecompileSummary
+from ... import _artifact
+from ..._errors import PrecompileError
+from ..._summary import PrecompileSummary
 from . import frames as _frames
-from . import guards as _guards
-from .driver import contract as driver_contract
-from .driver import source as driver_source
+from ..serving.driver import contract as driver_contract
+from ..serving.driver import source as driver_source
+from ..spelling import SLOT_SPELLING
 
 _SEP = "# " + "=" * 76 + "\n"
 
@@ -115,7 +115,7 @@ def traced_code(session: Any) -> list[tuple[str, str, str]]:
     function) is checked through its maker's code, or by a pin where it arrives."""
     import inspect
 
-    from .captured_values import code_digest, live_functions
+    from ..captured_values import code_digest, live_functions
 
     out = set()
     for code in session.traced_codes:
@@ -266,7 +266,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
            ) -> tuple[bytes, list[tuple[str, str, bytes]], PrecompileSummary, dict[tuple[str, str], str]]:
     """(python_code, cache entries, summary, why each risky slot is risky) for
     everything the session captured."""
-    from .pin_recipes import SERVED, describe
+    from ..pin_recipes import SERVED, describe
     from .summary import risky_reasons, summarize
 
     entry = session.package.cache_entry()
@@ -328,7 +328,7 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
         "_VARIANT_PINS": (lambda: _variant_pins(records), "each variant's pins, by its guard state"),
         "_MINTED": (lambda: _frames.minted_globals(records), "globals Dynamo bound by id"),
         "_POLICY_DROPPED": (lambda: sorted(summary.policy_dropped_guards), "policy-dropped guard slots"),
-        "_SLOT_SPELLING": (lambda: list(_guards.SLOT_SPELLING), "how a guard's source spells its slot"),
+        "_SLOT_SPELLING": (lambda: list(SLOT_SPELLING), "how a guard's source spells its slot"),
         "_BACKENDS": (lambda: payloads, "compiled graphs"),
     }
     contract = driver_contract(mode, dynamo_free=form is not None, graph_programs=programs is not None)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._artifact import MODULE_PREFIX
-from .._bases import PrecompiledRunnable
-from .._compat import dynamo as _compat
-from .._errors import PrecompileError
+from ..._artifact import MODULE_PREFIX
+from ..._bases import PrecompiledRunnable
+from ..._compat import dynamo as _compat
+from ..._errors import PrecompileError
 
 
 def _with_callback(callback: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

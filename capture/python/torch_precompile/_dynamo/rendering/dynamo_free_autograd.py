@@ -46,7 +46,7 @@ def _lower(gm: Any, example_inputs: list[Any], backend_id: str) -> dict[str, Any
     from torch._guards import TracingContext
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-    from .._compat.lowering import graph_has_dynamic_shapes, standalone_inductor
+    from ..._compat.lowering import graph_has_dynamic_shapes, standalone_inductor
 
     standalone = standalone_inductor()
     if standalone is None:
@@ -250,8 +250,8 @@ def call(flat_inputs):
 def program(gm: Any, example_inputs: list[Any], backend_id: str) -> tuple[str, str]:
     """The graph's program, ``call(flat_inputs)`` like every other graph program:
     (as Inductor wrote its modules, with their imports pointed at the stand-ins)."""
-    from .._kernels import serve_imports
-    from .._artifact import text_literal
+    from ..._kernels import serve_imports
+    from ..._artifact import text_literal
 
     seen = _lower(gm, example_inputs, backend_id)
     (fw, fw_source), (bw, bw_source), meta = seen["forward"], seen["backward"], seen["meta"]

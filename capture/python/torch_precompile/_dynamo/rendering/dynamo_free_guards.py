@@ -25,8 +25,8 @@ import math
 import types
 from typing import Any, Iterator
 
-from . import minted
-from .spelling import normalize
+from .. import minted
+from ..spelling import normalize
 
 
 class NotDynamoFree(Exception):
@@ -217,7 +217,7 @@ class _Tensor:
                      pytype is torch.nn.Parameter)
         self.sizes = [None if s is None else int(s) for s in sizes]
         self.strides = [None if s is None else int(s) for s in strides]
-        from .captured_values import stand_in
+        from ..captured_values import stand_in
 
         probe = stand_in(self.spec)
         if torch._C._dispatch_keys(probe) != keys:

@@ -15,12 +15,12 @@ import types
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
-from .._compat import dynamo as _compat
+from ..._compat import dynamo as _compat
 from . import identity, library_objects
 from .identity import CLASS_LEVEL as _CLASS_LEVEL
 from .identity import chain
-from .pin_recipes import BY_NAME
-from .spelling import NORMALIZE, SLOT_SPELLING, normalize, plain_expression, slot_source  # noqa: F401 - re-exported
+from ..pin_recipes import BY_NAME
+from ..spelling import FrameKey, frame_key, normalize, plain_expression, slot_source
 
 Filter = Callable[[Sequence[Any]], Sequence[bool]]
 Slot = tuple[str, str]
@@ -74,7 +74,6 @@ def default_filter(entries: Sequence[Any]) -> list[bool]:
     return keep
 
 
-FrameKey = tuple[str, str, int]  # (co_name, co_filename, co_firstlineno)
 
 
 class Fact(NamedTuple):
@@ -94,10 +93,6 @@ def pins_a_value(guard_type: str, source: str) -> bool:
     """A value-equality guard on a bare name (an argument or a ``___stackN``);
     ``self.eps`` and the like are model configuration, not inputs."""
     return bool(source) and guard_type in _PINNING and not any(c in source for c in ".[")
-
-
-def frame_key(code: Any) -> FrameKey:
-    return (code.co_name, code.co_filename, code.co_firstlineno)
 
 
 class Ledger:
@@ -457,7 +452,7 @@ def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:
     guard by name: the source must still hold the object importable under the
     name it held at capture. None when the value has no importable name or the
     source is not a plain expression over the frame's globals and locals."""
-    from .minted import recipe
+    from ..minted import recipe
 
     if not e.has_value or isinstance(e.value, types.ModuleType):
         return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _HERE = Path(__file__).parent
-_COMPAT = _HERE.parent.parent / "_compat" / "driver_part.py"
+_COMPAT = _HERE.parent.parent.parent / "_compat" / "driver_part.py"
 
 # The metadata constants the parts read (the literal block above the program).
 METADATA = ("FN_NAME", "FN_MODULE", "FN_QUALNAME", "TORCH_VERSION", "PYTHON_VERSION", "GRAPHS_AS_PROGRAMS")

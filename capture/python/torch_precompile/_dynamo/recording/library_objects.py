@@ -42,7 +42,7 @@ import dataclasses
 import types
 from typing import Any, Iterable, Mapping
 
-from .pin_recipes import Recipe, make
+from ..pin_recipes import Recipe, make
 
 # Classes (module prefix, qualname) whose instances are configuration objects.
 _CONFIG_CLASSES = (("transformers.", "PretrainedConfig"), ("transformers.", "PreTrainedConfig"),
@@ -135,7 +135,7 @@ def wrapper_recipe(value: Any) -> Recipe | None:
     wrapper made at run time around a function importable by name (an LR
     scheduler's per-optimizer ``opt.step``): the slot must hold a wrapper of the
     same code around the same function."""
-    from .minted import recipe
+    from ..minted import recipe
 
     inner = getattr(value, "__wrapped__", None)
     code = getattr(value, "__code__", None)

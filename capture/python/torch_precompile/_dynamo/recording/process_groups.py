@@ -31,7 +31,7 @@ import re
 import sys
 from typing import Any, Iterator
 
-from .pin_recipes import make
+from ..pin_recipes import make
 
 # The pin expression that stands for the default group (what the baked
 # functions read when called without a group).

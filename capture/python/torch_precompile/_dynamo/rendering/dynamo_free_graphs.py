@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from .._progress import step
+from ..._progress import step
 from . import dynamo_free_autograd
 from .dynamo_free_guards import NotDynamoFree
 
@@ -37,7 +37,7 @@ class Program(NamedTuple):
 
 
 def _fx_program(gm: Any, backend_id: str) -> str:
-    from .._fxsource import graph_source
+    from ..._fxsource import graph_source
 
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
@@ -57,8 +57,7 @@ def _fx_program(gm: Any, backend_id: str) -> str:
 def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
     import torch
 
-    from .._compat.lowering import compile_to_python, dynamic_shapes_seen
-    from .._kernels import serve_imports
+    from ..._compat.lowering import compile_to_python, dynamic_shapes_seen
 
     lower = compile_to_python()
     if lower is None:
@@ -78,7 +77,7 @@ def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFI
     (NoCompute: nothing for Inductor to lower)."""
     import torch
 
-    from .._kernels import serve_imports
+    from ..._kernels import serve_imports
 
     if grad and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         with step("capture: lowered graph %s (%d nodes) to standalone forward and backward programs",

@@ -15,10 +15,10 @@ import logging
 import time
 from typing import Any, Callable, Iterator
 
-from .._compat import dynamo as _compat
-from .._errors import PrecompileError
-from .._progress import log as _log
-from .._tracers import DynamoTracer
+from ..._compat import dynamo as _compat
+from ..._errors import PrecompileError
+from ..._progress import log as _log
+from ..._tracers import DynamoTracer
 from .guards import Ledger
 
 
@@ -143,8 +143,8 @@ class Session:
         import torch
         from torch._dynamo.backends.registry import lookup_backend
 
-        from . import dynamo_free_graphs as graphs
-        from .._compat.lowering import compile_to_python
+        from ..rendering import dynamo_free_graphs as graphs
+        from ..._compat.lowering import compile_to_python
 
         real = lookup_backend(backend)
         lowers = backend == "inductor" and compile_to_python() is not None
@@ -214,7 +214,7 @@ class Session:
                     "the frame as bypassed); keep that code out of fn, capture with MakeFxTracer, or "
                     "capture on torch 2.15")
             elif (serializing := _compat.guard_serialization_error(e)) is not None:
-                from .frames import bypass_explanation
+                from ..rendering.frames import bypass_explanation
 
                 e = PrecompileError(
                     f"capture: Dynamo could not package a frame of {self.fn.__module__}."
@@ -292,7 +292,7 @@ class Session:
     def _watch_bypasses(self) -> None:
         """Tell a bypassed frame that compiled nothing (served as plain Python)
         from one whose graph the bypass threw away (a gap)."""
-        from .guards import frame_key
+        from ..spelling import frame_key
 
         if _compat.bypass_kills_the_compile(self.package):
             package, entry_bypass = self.package, self.package.bypass_current_entry
@@ -355,7 +355,7 @@ class Session:
         import torch._dynamo.convert_frame as convert_frame
         from torch._dynamo.exc import Unsupported, UserError
 
-        from .guards import frame_key
+        from ..spelling import frame_key
 
         real = convert_frame.format_error_msg
 
@@ -392,7 +392,7 @@ def _identity_check(entries: list[Any], scope: dict[str, Any]) -> Callable[[Any]
     import builtins
     import types
 
-    from .guards import plain_expression
+    from ..spelling import plain_expression
 
     reads = []
     for e in entries:

@@ -13,7 +13,7 @@ import sys
 import types
 from typing import Any
 
-from .._errors import PrecompileError
+from ..._errors import PrecompileError
 
 # Frame kinds, as the driver and the summary read them.
 COMPILED = "compiled"    # at least one guarded variant
@@ -113,7 +113,7 @@ def frame_records(entry: Any, missing: set[str], lossy: set[tuple[str, str, int]
     (``eager``, Session.eager_frames) is plain: torch.compile runs its own
     bytecode on every later call too.
     """
-    from .guards import frame_key
+    from ..spelling import frame_key
 
     records = []
     library_entry = bool(entry.codes) and _library_code(entry.codes[0].python_code)
@@ -164,7 +164,7 @@ def _read_by_pins(record: dict[str, Any]) -> set[str]:
     id, ``G['_<id>_c0'].Tensor``): seeded with the rest, so the pin reads them."""
     import re
 
-    from .minted import BY_ID
+    from ..minted import BY_ID
 
     exprs = [expr for expr, _recipe in record.get("pins", [])]
     exprs += [expr for pins in record.get("variant_pins", []) for expr, _recipe in pins]
@@ -177,7 +177,7 @@ def minted_globals(records: list[dict[str, Any]]) -> dict[str, dict[str, tuple[s
     the driver seeds (raises PrecompileError naming the first gap)."""
     from torch._dynamo.package import SerializedCode
 
-    from . import minted
+    from .. import minted
 
     backends = {b for r in records for b in r["backend_ids"]}
     resumes = {n for r in records for n in r["resume_names"]}

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from . import frames as _frames
 from . import dynamo_free_graphs
-from .captured_values import built_with_captured_values
+from ..captured_values import built_with_captured_values
 from .dynamo_free_guards import HEAVY, NotDynamoFree, Program, record, render
 LAZY = "_pc_lazy"  # the prefix a Dynamo-module alias is renamed under (see the driver)
 
@@ -59,7 +59,7 @@ def _marshal(code: Any, what: str) -> bytes:
 def serving_state(state: Any, policy: set[tuple[str, str]]) -> Any:
     """The guard state without the invariance policy's slots, as the driver serves
     it (see _pc_serving_state there, which does the same to a Dynamo-built manager)."""
-    from .captured_values import without_policy_slots
+    from ..captured_values import without_policy_slots
 
     without_policy_slots(state.output_graph, policy)
     return state
@@ -105,7 +105,7 @@ def _read_guards_state(load: Any, blob: bytes, frame: str, *, optimizers_as_save
     as saved for a Dynamo-free build, which reads nothing of its state; a serving
     process that builds Dynamo's guards reads it as Dynamo does)."""
     try:
-        from .captured_values import fsdp_modules_kept
+        from ..captured_values import fsdp_modules_kept
 
         restore = _optimizers_restored_as_saved() if optimizers_as_saved else contextlib.nullcontext()
         with restore, fsdp_modules_kept():
@@ -117,7 +117,7 @@ def _read_guards_state(load: Any, blob: bytes, frame: str, *, optimizers_as_save
 def _unreadable(frame: str, e: Exception) -> Exception:
     import torch
 
-    from .._errors import PrecompileError
+    from ..._errors import PrecompileError
 
     text = f"{type(e).__name__}: {e}"
     head = (f"capture: the guards Dynamo saved for frame {frame!r} cannot be read back ({text}), "

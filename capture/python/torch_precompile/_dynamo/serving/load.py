@@ -7,10 +7,10 @@ import os
 import sys
 from typing import Any
 
-from .._artifact import execute
-from .._compat import dynamo as _compat
-from .._bases import PrecompiledRunnable, StandaloneRunnable
-from .._errors import PrecompileError
+from ..._artifact import execute
+from ..._compat import dynamo as _compat
+from ..._bases import PrecompiledRunnable, StandaloneRunnable
+from ..._errors import PrecompileError
 
 
 def _refuse_installed_here(meta: dict[str, Any], allow_serve_time_compiles: bool) -> None:

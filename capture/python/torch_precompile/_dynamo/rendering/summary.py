@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._summary import PrecompileSummary
+from ..._summary import PrecompileSummary
 from . import frames as _frames
 
 

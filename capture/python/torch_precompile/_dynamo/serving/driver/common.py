@@ -1,6 +1,6 @@
 # ---------------------------------------------------------------------------
 # Driver: rebuild the captured frames and serve them. Joined from parts of
-# torch_precompile/_dynamo/driver/ by the renderer, each part only where this
+# torch_precompile/_dynamo/serving/driver/ by the renderer, each part only where this
 # artifact's mode needs it (driver/__init__.py's CONTRACTS: the parts, the
 # sections and program they read, what the loader reads back); they read the
 # metadata constants and the opaque sections above, and each part uses only the
