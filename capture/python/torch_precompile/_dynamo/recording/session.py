@@ -133,9 +133,11 @@ class Session:
         graph's id.
 
         inductor: each graph is lowered once, to its standalone program, and that
-        program runs the capture's calls (dynamo_free_graphs.lower). Only a graph
-        the lowering refuses is compiled by torch.compile's Inductor backend, kept
-        with its refusal (an artifact served through Dynamo's state runs it).
+        program runs the capture's calls (dynamo_free_graphs.lower). A graph the
+        lowering refuses is compiled by torch.compile's Inductor backend, kept with
+        its refusal (an artifact served through Dynamo's state runs it); so is one
+        whose program would not run on the arguments Dynamo passes
+        (dynamo_free_graphs.runs_as_called), lowered when the artifact is written.
         eager: the graph itself, kept as it was handed over.
         """
         import copy
@@ -154,7 +156,7 @@ class Session:
         def compile_graph(gm: Any, example_inputs: Any) -> Any:
             inputs, grad = list(example_inputs), torch.is_grad_enabled()
             refused = None
-            if lowers:
+            if lowers and graphs.runs_as_called(gm):
                 try:
                     # outside Dynamo's tracing context: the lowering traces under fake
                     # modes of its own, which Dynamo's would clash with

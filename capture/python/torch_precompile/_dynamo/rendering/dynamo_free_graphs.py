@@ -88,6 +88,16 @@ def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFI
     return Program(raw, serve_imports.rewrite(raw))
 
 
+def runs_as_called(gm: Any) -> bool:
+    """Whether the graph's program runs on the arguments Dynamo calls the graph
+    with. Not when the graph holds parameters or buffers as attributes (Dynamo's
+    static addresses, an optimizer's step in a frame the package bypasses):
+    AOTAutograd's runtime passes those from its closure, the program would take
+    them as inputs. Such a graph is compiled by Inductor as torch.compile does
+    and lowered when the artifact is written, as before."""
+    return next(gm.parameters(), None) is None and next(gm.buffers(), None) is None
+
+
 def filed(refused: NotDynamoFree, backend_id: str) -> NotDynamoFree:
     """A refusal raised before the graph had its backend id, naming it by that id."""
     if isinstance(refused, dynamo_free_autograd.NoCompute):
