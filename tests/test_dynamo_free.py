@@ -43,15 +43,26 @@ import json, sys
 sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp, dyn_models as m
 from torch_precompile._artifact import read_metadata
+from torch._inductor.graph import GraphLowering
+lowerings = []  # one per Inductor lowering of a graph (a forward, a backward)
+init = GraphLowering.__init__
+def counted(self, *args, **kwargs):
+    lowerings.append(1)
+    init(self, *args, **kwargs)
+GraphLowering.__init__ = counted
 for name, fn, model, backend, grad in {cases!r}:
     torch.manual_seed(0)
     model = getattr(m, model)().train()
+    lowerings.clear()
     with torch.set_grad_enabled(grad):
         with tp.capture(getattr(m, fn), artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache",
                         tracer=tp.DynamoTracer(), backend=backend) as cap:
             cap(model, torch.randn(4, 8))
-    meta = read_metadata(open(f"{{name}}.py").read())
-    print(json.dumps([name, meta["DYNAMO_FREE"], meta.get("DYNAMO_FREE_REFUSED")]))
+    text = open(f"{{name}}.py").read()
+    meta = read_metadata(text)
+    # the modules the programs hold: one per inference graph, two per graph served with autograd
+    modules = text.count("\n_GRAPHS[") + text.count("class PrecompiledGraph(")
+    print(json.dumps([name, meta["DYNAMO_FREE"], meta.get("DYNAMO_FREE_REFUSED"), len(lowerings), modules]))
 """
 
 SERVE = r"""
@@ -93,8 +104,8 @@ print("SERVED")
 def pairs(tmp_path_factory) -> tuple[Path, dict[str, tuple[bool, str | None]]]:
     d = tmp_path_factory.mktemp("lean")
     r = run_python(CAPTURE.format(tests=str(TESTS), cases=CASES), cwd=d).check()
-    metas = {row[0]: (row[1], row[2]) for row in map(json.loads, (l for l in r.stdout.splitlines() if l.startswith("[")))}
-    return d, metas
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+    return d, {row[0]: tuple(row[1:]) for row in rows}
 
 
 @pytest.mark.slow
@@ -102,7 +113,7 @@ def pairs(tmp_path_factory) -> tuple[Path, dict[str, tuple[bool, str | None]]]:
 def test_cold_serve_imports_neither_dynamo_nor_inductor(pairs, tmp_path: Path, name: str, fn: str, model: str,
                                                         backend: str, grad: bool) -> None:
     d, metas = pairs
-    free, why = metas[name]
+    free, why, _lowerings, _modules = metas[name]
     if name in NOT_FREE:
         # AOTAutograd's runtime serves it: not Dynamo-free, and the artifact says why
         assert free is False and NOT_FREE[name] in why, metas[name]
@@ -130,3 +141,16 @@ def test_guards_and_graphs_are_source(pairs) -> None:
     assert "type(n" in text and "TG.check(" in text
     assert text.count("_GRAPHS[") == 2 and "def call(" in text
     assert "_BACKENDS = " not in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not has_standalone_lowering(), reason="inductor graphs as programs need torch 2.14+")
+def test_each_graph_is_lowered_once_at_capture(pairs) -> None:
+    """The capture's backend lowers each graph to its program and runs it: Inductor
+    lowers every module a Dynamo-free artifact's programs hold once (torch.compile's
+    own compile is not run beside it, nor the lowering repeated when the pair is
+    written). Counted from Inductor's GraphLowering in the capturing process."""
+    _, metas = pairs
+    for name, (free, why, lowerings, modules) in metas.items():
+        if name.endswith("_inductor") and free:
+            assert 1 <= lowerings <= modules, (name, lowerings, modules)
