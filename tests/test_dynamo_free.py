@@ -154,3 +154,18 @@ def test_each_graph_is_lowered_once_at_capture(pairs) -> None:
     for name, (free, why, lowerings, modules) in metas.items():
         if name.endswith("_inductor") and free:
             assert 1 <= lowerings <= modules, (name, lowerings, modules)
+
+
+def test_a_program_that_does_not_run_is_refused_and_named_when_filed() -> None:
+    """The capture's backend runs each graph's program; one that fails to load is
+    refused (its graph falls back to torch.compile's Inductor), named by its
+    backend id once Dynamo files it."""
+    from torch_precompile._dynamo.rendering import dynamo_free_graphs as graphs
+
+    with pytest.raises(graphs.NotDynamoFree) as refused:
+        graphs.runnable("raise ValueError('no kernel')\n", "m.<graph>")
+    assert graphs.UNFILED in str(refused.value)
+    named = graphs.filed(refused.value, "__compiled_fn_1")
+    assert str(named) == "graph __compiled_fn_1: its program does not run (ValueError: no kernel)"
+    run = graphs.runnable("def call(flat_inputs):\n    return [sum(flat_inputs)]\n", "m.<graph>")
+    assert run(1, 2, 3) == [6]

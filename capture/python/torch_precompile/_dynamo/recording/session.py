@@ -162,11 +162,12 @@ class Session:
                     # modes of its own, which Dynamo's would clash with
                     with torch._guards.tracing(None):
                         program = graphs.lower(gm, inputs, grad)
+                    run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
                 except graphs.NotDynamoFree as e:
                     refused = e
                 else:
                     seen[:] = [(program.served, None, None)]
-                    return graphs.runnable(program.raw, f"{fn_module}.<graph>")
+                    return run
             kept = copy.deepcopy(gm) if backend == "inductor" else gm
             seen[:] = [(None, (kept, inputs, grad), refused)]
             return real(gm, example_inputs)

@@ -111,7 +111,11 @@ def runnable(program: str, name: str) -> Callable[..., Any]:
     import torch
 
     ns: dict[str, Any] = {"__name__": name}
-    exec(compile(program, f"<precompile graph {name}>", "exec"), ns)
+    try:
+        exec(compile(program, f"<precompile graph {name}>", "exec"), ns)
+    except Exception as e:  # noqa: BLE001 - served, it would fail the same way: refused
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise NotDynamoFree(f"graph {UNFILED}: its program does not run ({type(e).__name__}: {first})") from None
     graph = ns.get("PrecompiledGraph")
     if graph is not None:
         # Autograd's engine runs its backward outside the compiled graph, where the
