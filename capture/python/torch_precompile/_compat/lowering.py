@@ -12,6 +12,17 @@ Whether torch has them (each read off 2.11.0 and 2.15.0; 2.12 and 2.13 unchecked
   2.11.0's module has none; 2.14 unchecked): ``standalone_inductor`` answers
   them or None.
 
+Whether it can emit Inductor's C++ wrapper:
+
+``torch._inductor.compile_to_python`` (2.15.0; the inner step of the lowering)
+pins ``cpp_wrapper=False`` and calls ``compile_fx_inner`` without its
+``cpp_wrapper`` keyword, which it imports from ``torch._inductor.compile_fx`` at
+call time. ``cpp_wrapper_lowering`` makes that call a C++-wrapper compile; the
+module it yields (the wrapper and every kernel of the graph in one library,
+``CppWrapperCodeCache.load_pybinding``) composes with AOTAutograd's runtime
+wrappers as the Python one does. On a torch where the lowering is shaped
+otherwise the block changes nothing and the program keeps Python's wrapper.
+
 Whether it keeps a graph dynamic:
 
 The lowering keeps a graph's symbolic sizes (shapes mode ``"from_graph"``) only
@@ -107,3 +118,23 @@ def dynamic_shapes_seen(gm: Any) -> Iterator[None]:
         yield
     finally:
         lowering._graph_has_dynamic_shapes = own
+
+
+@contextlib.contextmanager
+def cpp_wrapper_lowering() -> Iterator[None]:
+    """While ``compile_to_python`` runs in this block, Inductor compiles the graph
+    with its C++ wrapper (see the module docstring); restored on exit."""
+    from torch._inductor import compile_fx, config
+
+    real = compile_fx.compile_fx_inner
+
+    def compile_fx_inner(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["cpp_wrapper"] = True
+        with config.patch(cpp_wrapper=True):
+            return real(gm, example_inputs, *args, **kwargs)
+
+    compile_fx.compile_fx_inner = compile_fx_inner
+    try:
+        yield
+    finally:
+        compile_fx.compile_fx_inner = real

@@ -49,7 +49,9 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
         "inductor_autotune": len(autotune),
         "ptxas_versions": _ptxas_versions(triton_files),
         "isa": isa.decision() if cpp else {"vec_isa": "", "flags": []},
-        "pybinding": _pybinding_templates() if cpp else {},
+        "pybinding": _binding_templates("CppPythonBindingsCodeCache") if cpp else {},
+        "cpp_wrapper_binding": (_binding_templates("CppWrapperCodeCache")
+                                if any(r["binding"] == "CppWrapperCodeCache" for r in cpp) else {}),
         "capture_compiler_runs": sum(1 for r in runs if r.get("kind") == "compile"),
     }
     entries.append(("kernel_manifest", MANIFEST, json.dumps(manifest, indent=1).encode()))
@@ -66,12 +68,15 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
     return entries, meta
 
 
-def _pybinding_templates() -> dict[str, str]:
-    """The strings Inductor wraps a ``cpp_pybinding`` source in before building it;
-    with them the serving side finds a kernel's library from the program's own call,
-    without importing Inductor (see restore.frozen_pybinding)."""
-    from torch._inductor.codecache import CppPythonBindingsCodeCache as c
+def _binding_templates(flavour: str) -> dict[str, str]:
+    """The strings Inductor wraps a ``cpp_pybinding`` source (flavour
+    CppPythonBindingsCodeCache) or a C++ wrapper (CppWrapperCodeCache) in before
+    building it; with them the serving side finds the library from the program's
+    own call, without importing Inductor (see restore.frozen_pybinding and
+    restore.frozen_cpp_wrapper)."""
+    from torch._inductor import codecache
 
+    c = getattr(codecache, flavour)
     return {name: getattr(c, name) for name in
             ("suffix_template", "call_entry_function", "extra_parse_arg", "entry_function")}
 

@@ -33,10 +33,13 @@ from . import content, isa
 from .freeze import MANIFEST
 
 _frozen: dict[str, tuple[str, str]] = {}   # content key -> (library path, inductor key)
-_pybinding: dict[str, str] = {}            # Inductor's binding templates (see freeze)
+# Inductor's binding templates (see freeze), per binding flavour: a kernel's
+# (CppPythonBindingsCodeCache) and a C++ wrapper's (CppWrapperCodeCache)
+_templates: dict[str, dict[str, str]] = {}
 _lock = threading.Lock()
 _hooked = False
 PYBINDING = "CppPythonBindingsCodeCache"
+CPP_WRAPPER = "CppWrapperCodeCache"
 
 
 def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, Any] | None:
@@ -70,7 +73,9 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
     with _lock:
         for rec in manifest.get("cpp", []):
             _frozen[rec["content"]] = (os.path.join(root, *rec["entry"].split("/")), rec["key"])
-        _pybinding.update(manifest.get("pybinding") or {})
+        for flavour, field in ((PYBINDING, "pybinding"), (CPP_WRAPPER, "cpp_wrapper_binding")):
+            if manifest.get(field):
+                _templates[flavour] = dict(manifest[field])
     if any(k == "triton" for k, _, _ in wanted):
         # Triton finds a binary by the hash directory it computes; a private root
         # holding the restored directories is all it needs.
@@ -127,30 +132,46 @@ def _absolute_group(data: bytes, directory: str) -> bytes:
 def frozen_pybinding(argtypes: Sequence[str], main_code: str) -> Any | None:
     """The kernel function of a frozen ``cpp_pybinding(argtypes, main_code)``
     library, loaded as Inductor would load it; None when it is not frozen here."""
-    if not _pybinding:
+    return _frozen_binding(PYBINDING, argtypes, main_code)
+
+
+def frozen_cpp_wrapper(argtypes: Sequence[str], main_code: str, device_type: str = "cpu",
+                       num_outputs: int = -1, extra_flags: Sequence[str] = (),
+                       kernel_code: str | None = None) -> Any | None:
+    """The entry function of a frozen C++ wrapper, as
+    ``CppWrapperCodeCache.load_pybinding`` returns it; None when not frozen here."""
+    return _frozen_binding(CPP_WRAPPER, argtypes, main_code, device_type, num_outputs,
+                           extra_flags, kernel_code)
+
+
+def _frozen_binding(flavour: str, argtypes: Sequence[str], main_code: str, device_type: str = "cpu",
+                    num_outputs: int = -1, extra_flags: Sequence[str] = (),
+                    kernel_code: str | None = None) -> Any | None:
+    templates = _templates.get(flavour)
+    if not templates:
         return None
-    source = main_code + _binding_suffix(argtypes)
-    hit = _frozen.get(content.cpp_key(PYBINDING, source, "cpu", (), None))
+    source = main_code + _binding_suffix(templates, argtypes, num_outputs)
+    hit = _frozen.get(content.cpp_key(flavour, source, device_type, extra_flags, kernel_code))
     if hit is None:
         return None
     path, ind_key = hit
-    return getattr(_load_binding_module(path, ind_key), _pybinding["entry_function"])
+    entry = templates["entry_function"]
+    return getattr(_load_binding_module(path, ind_key, entry), entry)
 
 
-def _binding_suffix(argtypes: Sequence[str]) -> str:
+def _binding_suffix(t: dict[str, str], argtypes: Sequence[str], num_outputs: int) -> str:
     # CppPythonBindingsCodeCache.load_pybinding_async's suffix, from the templates
     # the capture's torch build recorded (the build is checked equal before this).
-    t = _pybinding
     parseargs = ", ".join(f"parse_arg<{a.replace('const ', '')}>(args, {n})" for n, a in enumerate(argtypes))
     return t["suffix_template"].format(
         arg_len=len(argtypes),
         call_entry_func=t["call_entry_function"].format(parseargs),
         entry_func=t["entry_function"],
-        extra_parse_arg=t["extra_parse_arg"].format(array_len=-1),
+        extra_parse_arg=t["extra_parse_arg"].format(array_len=num_outputs),
     )
 
 
-def _load_binding_module(path: str, ind_key: str) -> Any:
+def _load_binding_module(path: str, ind_key: str, entry: str) -> Any:
     """CppPythonBindingsCodeCache._load_library_inner without Inductor: the binding
     reads the tensor data-pointer offset from the environment when it initializes."""
     import torch
@@ -158,7 +179,7 @@ def _load_binding_module(path: str, ind_key: str) -> Any:
     os.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = str(
         torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr
     )
-    name = f"{ind_key}.{_pybinding['entry_function']}"
+    name = f"{ind_key}.{entry}"
     with _lock:
         module = sys.modules.get(name)
         if module is not None:

@@ -59,6 +59,15 @@ def assert_tensor_metadata(tensor: Any, expected_size: tuple[Any, ...], expected
     torch._C._dynamo.guards.assert_size_stride(tensor, expected_size, expected_stride, op_name)
 
 
+def mark_dynamo_propagated_dynamic_indices(t: Any, dims: set[int]) -> None:
+    """torch._functorch._aot_autograd.runtime_wrappers' helper of that name, which a
+    dynamic graph's program calls on its outputs (its module imports Dynamo)."""
+    if hasattr(t, "_dynamo_propagated_dynamic_indices"):
+        t._dynamo_propagated_dynamic_indices |= dims
+    else:
+        t._dynamo_propagated_dynamic_indices = dims.copy()
+
+
 class AsyncCompile:
     """Inductor's AsyncCompile for a program whose C++ kernels may be frozen:
     ``cpp_pybinding`` returns the frozen library's kernel directly; everything else
@@ -88,6 +97,28 @@ class AsyncCompile:
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self._real(), name)
+
+
+class CppWrapperCodeCache:
+    """Inductor's CppWrapperCodeCache for a program lowered with its C++ wrapper:
+    ``load_pybinding`` returns the frozen wrapper library's entry directly (the
+    wrapper and every kernel of the graph are one library); a wrapper that is not
+    frozen goes to Inductor's own, which builds it (refused under the lockdown)."""
+
+    @staticmethod
+    def load_pybinding(argtypes: list[str], main_code: str, device_type: str = "cpu", *,
+                       num_outputs: int = -1, extra_flags: Any = (), kernel_code: str | None = None,
+                       **flags: Any) -> Any:
+        # flags: the build-only keywords of this torch's signature (needs_vec_isa,
+        # kernel_needs_vec_isa, submit_fn), which the content key does not hold
+        entry = restore.frozen_cpp_wrapper(argtypes, main_code, device_type, num_outputs,
+                                           extra_flags, kernel_code)
+        if entry is not None:
+            return entry
+        from torch._inductor.codecache import CppWrapperCodeCache as Real
+
+        return Real.load_pybinding(argtypes, main_code, device_type, num_outputs=num_outputs,
+                                   extra_flags=extra_flags, kernel_code=kernel_code, **flags)
 
 
 class ExternKernels:

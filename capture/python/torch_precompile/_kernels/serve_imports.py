@@ -22,6 +22,9 @@ STAND_INS = {
     ("torch._inductor.runtime.runtime_utils", "assert_tensor_metadata", "assert_tensor_metadata"):
         "assert_tensor_metadata",
     ("torch._inductor.select_algorithm", "extern_kernels", "extern_kernels"): "ExternKernels",
+    ("torch._inductor.codecache", "CppWrapperCodeCache", "CppWrapperCodeCache"): "CppWrapperCodeCache",
+    ("torch._functorch._aot_autograd.standalone_runtime", "mark_dynamo_propagated_dynamic_indices",
+     "mark_dynamo_propagated_dynamic_indices"): "mark_dynamo_propagated_dynamic_indices",
 }
 
 

@@ -161,8 +161,16 @@ class Session:
                     # outside Dynamo's tracing context: the lowering traces under fake
                     # modes of its own, which Dynamo's would clash with
                     with torch._guards.tracing(None):
-                        program = graphs.lower(gm, inputs, grad)
-                    run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
+                        program = graphs.lower(gm, inputs, grad, cpp_wrapper=True)
+                    try:
+                        run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
+                    except graphs.NotDynamoFree:
+                        if not program.cpp_wrapper:
+                            raise
+                        # its C++ wrapper did not build here: Python's wrapper
+                        with torch._guards.tracing(None):
+                            program = graphs.lower(gm, inputs, grad)
+                        run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
                 except graphs.NotDynamoFree as e:
                     refused = e
                 else:

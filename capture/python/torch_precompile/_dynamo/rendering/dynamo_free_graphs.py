@@ -9,6 +9,13 @@ stand-ins. A graph that needs autograd at run time (grad mode on with inputs
 requiring grad) is its forward and backward modules run by an autograd.Function
 (``dynamo_free_autograd``).
 
+A CPU inference graph lowered at capture gets Inductor's C++ wrapper (the
+wrapper and all its kernels one frozen library, served through the
+``CppWrapperCodeCache`` stand-in), which runs a call without a Python statement
+per kernel and buffer; where that lowering or its build fails, and for a graph
+lowered only when the artifact is written (its C++ wrapper was never built, so
+nothing froze it), the program keeps Inductor's Python wrapper.
+
 An Inductor graph is lowered once: the capture's backend lowers it (``lower``)
 and runs the program it got for the capture's own calls (``runnable``), so the
 program is what the capture's outputs came from. Only a graph that lowering
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ..._progress import step
+from ..._progress import log, step
 from . import dynamo_free_autograd
 from .dynamo_free_guards import NotDynamoFree
 
@@ -34,6 +41,7 @@ class Program(NamedTuple):
 
     raw: str     # Inductor's own imports: what the capturing process runs
     served: str  # its Inductor imports pointed at the frozen-kernel stand-ins
+    cpp_wrapper: bool = False  # lowered with Inductor's C++ wrapper
 
 
 def _fx_program(gm: Any, backend_id: str) -> str:
@@ -54,10 +62,12 @@ def _fx_program(gm: Any, backend_id: str) -> str:
     )
 
 
-def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> str:
+def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str, cpp_wrapper: bool) -> str:
+    import contextlib
+
     import torch
 
-    from ..._compat.lowering import compile_to_python, dynamic_shapes_seen
+    from ..._compat.lowering import compile_to_python, cpp_wrapper_lowering, dynamic_shapes_seen
 
     lower = compile_to_python()
     if lower is None:
@@ -65,16 +75,19 @@ def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str) -> st
                       "lowering (torch._functorch._aot_autograd.to_standalone_python)")
 
     try:
-        with dynamic_shapes_seen(gm):
+        with dynamic_shapes_seen(gm), cpp_wrapper_lowering() if cpp_wrapper else contextlib.nullcontext():
             program, _bundle = lower(gm, example_inputs, options={"size_asserts": True})
     except Exception as e:  # noqa: BLE001 - any refusal keeps the graph on AOTAutograd's runtime
         raise dynamo_free_autograd.refusal(e, backend_id, "a standalone program") from None
     return program
 
 
-def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFILED) -> Program:
+def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFILED,
+          cpp_wrapper: bool = False) -> Program:
     """The graph's standalone program; NotDynamoFree names why it has none
-    (NoCompute: nothing for Inductor to lower)."""
+    (NoCompute: nothing for Inductor to lower). ``cpp_wrapper``: with Inductor's C++
+    wrapper if the graph is a CPU inference graph and the lowering succeeds that
+    way; the caller must build it (run the raw program) before the kernels freeze."""
     import torch
 
     from ..._kernels import serve_imports
@@ -83,9 +96,36 @@ def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFI
         with step("capture: lowered graph %s (%d nodes) to standalone forward and backward programs",
                   backend_id, len(gm.graph.nodes)):
             return Program(*dynamo_free_autograd.program(gm, example_inputs, backend_id))
+    if cpp_wrapper and _on_cpu_only(gm, example_inputs):
+        try:
+            with step("capture: lowered graph %s (%d nodes) to a standalone program with a C++ wrapper",
+                      backend_id, len(gm.graph.nodes)):
+                raw = _inductor_program(gm, example_inputs, backend_id, cpp_wrapper=True)
+        except dynamo_free_autograd.NoCompute:
+            raise
+        except NotDynamoFree as e:
+            log.info("capture: graph %s keeps Python's wrapper (%s)", backend_id, e)
+        else:
+            return Program(raw, serve_imports.rewrite(raw), cpp_wrapper="CppWrapperCodeCache" in raw)
     with step("capture: lowered graph %s (%d nodes) to a standalone program", backend_id, len(gm.graph.nodes)):
-        raw = _inductor_program(gm, example_inputs, backend_id)
+        raw = _inductor_program(gm, example_inputs, backend_id, cpp_wrapper=False)
     return Program(raw, serve_imports.rewrite(raw))
+
+
+def _on_cpu_only(gm: Any, example_inputs: list[Any]) -> bool:
+    """Whether every tensor the graph takes or makes is on the CPU (the C++ wrapper
+    of a GPU graph would launch its Triton kernels from C++: not served here)."""
+    import torch
+
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            return False
+    for node in gm.graph.nodes:
+        val = node.meta.get("val", node.meta.get("example_value"))
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            if isinstance(v, torch.Tensor) and v.device.type != "cpu":
+                return False
+    return True
 
 
 def runs_as_called(gm: Any) -> bool:
@@ -150,6 +190,7 @@ def programs(session: Any, payloads: dict[str, Any]) -> dict[str, str]:
             refused = session.refused_lowerings.get(backend_id)
             if refused is not None:  # the backend tried: not lowered a second time
                 raise refused
+            # Python's wrapper: a C++ one lowered now was never built, so nothing froze it
             out[backend_id] = lower(gm, example_inputs, grad, backend_id).served
         except dynamo_free_autograd.NoCompute:
             # nothing for Inductor to lower (views, detach, getitem): the graph itself

@@ -202,14 +202,19 @@ def _pc_on_this_host(global_state):
 
 class _PcLazyModule:
     """An import alias of one of Dynamo's own modules: the transformed bytecode
-    loads it around each graph call but reads it only while a profiler runs, so
-    the import waits for that first attribute read."""
+    loads it around each graph call but reads it only while a profiler runs or to
+    replay an attribute set the traced code made, so the import waits for that
+    first attribute read (and the module is kept for the next)."""
 
     def __init__(self, name):
         self._pc_name = name
 
     def __getattr__(self, attr):
-        return getattr(_importlib.import_module(self._pc_name), attr)
+        try:
+            module = self.__dict__["_pc_module"]
+        except KeyError:
+            module = self.__dict__["_pc_module"] = _importlib.import_module(self._pc_name)
+        return getattr(module, attr)
 
 
 def _pc_module_scopes(names):

@@ -1,0 +1,113 @@
+"""A CPU inference graph captured with DynamoTracer + inductor is served through
+Inductor's C++ wrapper: the capture lowers it with ``cpp_wrapper`` on, builds the
+wrapper (which holds every kernel of the graph) for the capture's own call, and
+freezes that one library. Served cold and locked down (strict shim, journal),
+the artifact loads the frozen wrapper through the ``CppWrapperCodeCache``
+stand-in without importing Dynamo or Inductor, runs no compiler, and equals
+eager on other weights and inputs; a call its guards do not cover (another
+batch) is still refused. Where the wrapper does not build at capture, the graph keeps
+Inductor's Python wrapper and serves the same way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import cold_host, has_standalone_lowering, read_journal, run_python
+
+TESTS = Path(__file__).resolve().parent
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not has_standalone_lowering(),
+                                 reason="inductor graphs as programs need torch 2.14+")]
+
+CAPTURE = r"""
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, dyn_models as m
+from torch._inductor import codecache
+
+def capture(name, fn):
+    torch.manual_seed(0)
+    model = m.MLP().eval()
+    with torch.no_grad():
+        with tp.capture(fn, artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache",
+                        tracer=tp.DynamoTracer(), backend="inductor") as cap:
+            cap(model, torch.randn(4, 8))
+    text = open(f"{{name}}.py").read()
+    print(json.dumps([name, "CppWrapperCodeCache.load_pybinding(" in text, "async_compile.cpp_pybinding(" in text]))
+
+capture("wrapped", m.step)
+capture("wrapped_break", m.print_break)
+
+# a host whose C++ wrapper does not build: the graph keeps Python's wrapper
+real = codecache.CppWrapperCodeCache.load_pybinding
+def no_build(*args, **kwargs):
+    raise RuntimeError("the C++ wrapper does not build here")
+codecache.CppWrapperCodeCache.load_pybinding = no_build
+capture("python_wrapper", m.step)
+codecache.CppWrapperCodeCache.load_pybinding = real
+"""
+
+SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, dyn_models as m
+from torch_precompile._kernels import restore
+served = []
+frozen = restore.frozen_cpp_wrapper
+def counted(*args, **kwargs):
+    entry = frozen(*args, **kwargs)
+    served.append(entry is not None)
+    return entry
+restore.frozen_cpp_wrapper = counted
+torch.manual_seed(7)  # other weights than the capture's
+model = m.MLP().eval()
+with torch.no_grad():
+    for p in model.parameters():
+        p.add_(torch.randn_like(p))
+f = tp.load({code!r}, {cache!r})
+with torch.no_grad(), tp.no_compilation():
+    for _ in range(2):  # other inputs than the capture's, twice
+        x = torch.randn(4, 8)
+        y, ref = f(model, x), getattr(m, {fn!r})(model, x)
+        assert torch.allclose(y, ref, atol=1e-5), (y, ref)
+    print("HEAVY", sorted(n for n in ("torch._dynamo", "torch._inductor") if n in sys.modules))
+    try:
+        f(model, torch.randn(5, 8))
+    except tp.PrecompileError as e:
+        assert "failed guards" in str(e), str(e)
+        print("REFUSED")
+print("WRAPPERS", served)
+"""
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> tuple[Path, dict[str, list[bool]]]:
+    d = tmp_path_factory.mktemp("cpp_wrapper")
+    r = run_python(CAPTURE.format(tests=str(TESTS)), cwd=d).check()
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+    return d, {row[0]: row[1:] for row in rows}
+
+
+@pytest.mark.parametrize("name,fn,wrapped", [
+    ("wrapped", "step", True),
+    ("wrapped_break", "print_break", True),
+    ("python_wrapper", "step", False),
+])
+def test_a_cpu_inference_graph_serves_through_its_frozen_cpp_wrapper(pairs, tmp_path: Path, name: str,
+                                                                    fn: str, wrapped: bool) -> None:
+    d, rows = pairs
+    has_wrapper, has_python_kernels = rows[name]
+    assert has_wrapper is wrapped and has_python_kernels is not wrapped, rows[name]
+    env, journal = cold_host(tmp_path)
+    code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"), fn=fn)
+    r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
+    assert "REFUSED" in r.stdout, r.stdout
+    assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
+    assert "HEAVY []" in r.stdout, "serving imported Dynamo or Inductor: " + r.stdout
+    graphs = 2 if fn == "print_break" else 1
+    expected = f"WRAPPERS {[True] * graphs}" if wrapped else "WRAPPERS []"
+    assert expected in r.stdout, r.stdout
