@@ -1,13 +1,13 @@
 //! The constructor's work beyond the exec path: the shim's own log, and the
-//! Python boot directory. Allocation and `std::env::set_var` are fine here:
+//! Python boot directory. Allocation and `setenv` are fine here:
 //! this runs once, before `main`, on the loading thread. It runs in every
 //! process of the tree, so the common case (not Python, or the boot directory
 //! already on PYTHONPATH) makes no system call it can avoid and allocates
 //! nothing (a process's first allocation sets up its heap).
 
-use std::ffi::{CStr, OsString};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use alloc::ffi::CString;
+use alloc::vec::Vec;
+use core::ffi::CStr;
 
 use policy::env;
 
@@ -21,7 +21,7 @@ pub fn logging(start: &StartEnv<'_>) {
     let Some(spec) = start.get(env::LOG) else {
         return;
     };
-    crate::log::install(&String::from_utf8_lossy(spec));
+    crate::log::install(spec);
 }
 
 /// In a Python process whose `<libdir>/boot` exists, prepends that directory
@@ -30,30 +30,37 @@ pub fn python_path(settings: &Settings, start: &StartEnv<'_>) {
     let Some(lib) = settings.self_path else {
         return;
     };
-    let Some(libdir) = Path::new(std::ffi::OsStr::from_bytes(lib.to_bytes())).parent() else {
+    let Some(libdir) = parent(lib.to_bytes()) else {
         return;
     };
     let current = start.get(env::PYTHONPATH);
     // Already there (inherited from a Python process above): nothing to do,
     // whatever this process is. The usual case below a booted Python.
-    if current.is_some_and(|c| has_boot(c, libdir.as_os_str().as_bytes())) {
+    if current.is_some_and(|c| has_boot(c, libdir)) {
         return;
     }
     if !is_python() {
         return;
     }
-    let boot = libdir.join("boot");
-    if !boot.is_dir() {
+    let Ok(boot) = CString::new(join_boot(libdir)) else {
+        return;
+    };
+    if !crate::sys::is_dir(&boot) {
         return;
     }
-    if let Some(value) = prepended(current, boot.as_os_str().as_bytes()) {
-        // Before main, on the loading thread: no other thread reads the
-        // environment yet.
-        std::env::set_var(
-            env::PYTHONPATH,
-            OsString::from(std::ffi::OsStr::from_bytes(&value)),
-        );
-        tracing::debug!(boot = %boot.display(), "boot directory prepended to PYTHONPATH");
+    let Some(value) = prepended(current, boot.to_bytes()) else {
+        return;
+    };
+    let (Ok(name), Ok(value)) = (CString::new(env::PYTHONPATH), CString::new(value)) else {
+        return;
+    };
+    // Before main, on the loading thread: no other thread reads the
+    // environment yet.
+    if crate::sys::setenv(&name, &value) {
+        crate::log::debug("precompile::boot", |w| {
+            w.push(b"boot directory prepended to PYTHONPATH boot=");
+            w.push(boot.to_bytes());
+        });
     }
 }
 
@@ -87,6 +94,24 @@ fn exec_elf_basename_is_python() -> Option<bool> {
     let mut out = [0u8; PATH_BUF];
     let name = resolve_symlinks(path, &mut out).unwrap_or(path.to_bytes());
     Some(basename(name).starts_with(b"python"))
+}
+
+/// The directory part of the absolute path `path`, as `Path::parent` spells
+/// it (`/` for a file at the root); `None` without a `/`.
+fn parent(path: &[u8]) -> Option<&[u8]> {
+    let slash = path.iter().rposition(|&b| b == b'/')?;
+    let dir = path.get(..slash)?;
+    Some(if dir.is_empty() { b"/" } else { dir })
+}
+
+/// `<libdir>/boot`, as `Path::join` spells it.
+fn join_boot(libdir: &[u8]) -> Vec<u8> {
+    let mut boot = libdir.to_vec();
+    if !libdir.is_empty() && !libdir.ends_with(b"/") {
+        boot.push(b'/');
+    }
+    boot.extend_from_slice(b"boot");
+    boot
 }
 
 /// Whether the colon-separated `pythonpath` holds `<libdir>/boot` spelled as
@@ -132,7 +157,33 @@ mod tests {
     }
 
     #[test]
+    fn parent_and_join_spell_paths_as_std_does() {
+        use std::path::Path;
+        for lib in [
+            "/opt/p/lib/precompile/libprecompile.so",
+            "/libprecompile.so",
+            "/a/b.so",
+        ] {
+            let std_parent = Path::new(lib)
+                .parent()
+                .unwrap()
+                .as_os_str()
+                .as_encoded_bytes();
+            let ours = parent(lib.as_bytes()).unwrap();
+            assert_eq!(ours, std_parent, "{lib}");
+            let std_boot = Path::new(lib).parent().unwrap().join("boot");
+            assert_eq!(
+                join_boot(ours),
+                std_boot.as_os_str().as_encoded_bytes(),
+                "{lib}"
+            );
+        }
+    }
+
+    #[test]
     fn finds_the_boot_directory_as_join_spells_it() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::path::Path;
         for libdir in ["/opt/p/lib/precompile", "/", "/a/"] {
             let boot = Path::new(libdir).join("boot");
             let boot = boot.as_os_str().as_bytes();

@@ -2,9 +2,8 @@
 //! the live lock, journal, and on refusal say so in one stderr line.
 //! Exec-path safe: stack buffers, atomics, raw system calls.
 
-use std::ffi::CStr;
-use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
+use core::ffi::{c_int, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use policy::{Kind, Verdict};
 
@@ -53,7 +52,7 @@ pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<()
         Existence::Known => sys::stat(exe).map_or((0, 0), |st| (st.st_dev, st.st_ino)),
     };
     let settings = state::get();
-    let verdict = policy::decide(kind, policy::lockdown::current(), settings.rules.strict());
+    let verdict = policy::decide(kind, state::lock(), settings.rules.strict());
     if !verdict.allowed && repeated_refusal(exe, id, argv) {
         return Err(libc::EPERM);
     }

@@ -4,7 +4,7 @@
 //! run. Interpreters that are scripts themselves are followed as the kernel
 //! follows them. Stack buffers and raw system calls only: exec path.
 
-use std::ffi::CStr;
+use core::ffi::CStr;
 
 use policy::{Kind, Rules};
 
@@ -52,7 +52,7 @@ fn follow(
         n += 1;
     }
     let prefix = items.get(..n).unwrap_or(&[]);
-    let line = std::iter::once(interp.to_bytes())
+    let line = core::iter::once(interp.to_bytes())
         .chain(prefix.iter().copied())
         .chain(argv.bytes().skip(1));
     let mut out = [0u8; PATH_BUF];
