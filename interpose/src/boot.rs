@@ -11,7 +11,7 @@ use core::ffi::CStr;
 
 use policy::env;
 
-use crate::raw::basename;
+use crate::raw::{basename, CStrArray};
 use crate::resolve::{resolve_symlinks, PATH_BUF};
 use crate::state::{Settings, StartEnv};
 
@@ -26,7 +26,7 @@ pub fn logging(start: &StartEnv<'_>) {
 
 /// In a Python process whose `<libdir>/boot` exists, prepends that directory
 /// to PYTHONPATH (once), so that its `sitecustomize` boots the Python layer.
-pub fn python_path(settings: &Settings, start: &StartEnv<'_>) {
+pub fn python_path(settings: &Settings, start: &StartEnv<'_>, argv: CStrArray<'_>) {
     let Some(lib) = settings.self_path else {
         return;
     };
@@ -39,7 +39,7 @@ pub fn python_path(settings: &Settings, start: &StartEnv<'_>) {
     if current.is_some_and(|c| has_boot(c, libdir)) {
         return;
     }
-    if !is_python() {
+    if !is_python(argv) {
         return;
     }
     let Ok(boot) = CString::new(join_boot(libdir)) else {
@@ -65,9 +65,9 @@ pub fn python_path(settings: &Settings, start: &StartEnv<'_>) {
 }
 
 /// Whether the basename of the running executable (as /proc/self/exe names
-/// it) starts with "python".
-fn is_python() -> bool {
-    if let Some(elf) = exec_elf_basename_is_python() {
+/// it) starts with "python". `argv`: the process's own.
+fn is_python(argv: CStrArray<'_>) -> bool {
+    if let Some(elf) = exec_elf_basename_is_python(argv) {
         return elf;
     }
     let mut buf = [0u8; PATH_BUF];
@@ -77,23 +77,32 @@ fn is_python() -> bool {
 
 /// The same answer without /proc: a process's first look into /proc/self
 /// was the constructor's largest cost (about 15 µs of every exec,
-/// scripts/bench exec). When the absolute path `execve` was given
-/// (`AT_EXECFN`) is an ELF file, that file is what runs, and its symlinks
-/// followed give /proc/self/exe's basename. `None` when that does not hold or
-/// cannot be read (a `#!` script, whose interpreter is what runs; a relative
-/// path, which a later `chdir` could have moved; anything else): ask /proc.
-fn exec_elf_basename_is_python() -> Option<bool> {
+/// scripts/bench exec). The absolute path `execve` was given (`AT_EXECFN`)
+/// is what runs unless the kernel ran an interpreter for it (a `#!` script,
+/// a binfmt_misc format), and then it handed that interpreter the path as
+/// `argv[1]` or `argv[2]`, where nothing else put it; so when neither is the
+/// path, the path's symlinks followed give /proc/self/exe's basename, without
+/// opening the file (three system calls fewer than reading its first bytes).
+/// `None` when that does not hold (an interpreted file; a relative path,
+/// which a later `chdir` could have moved; a descriptor's name from
+/// `fexecve`, which may be closed by now): ask /proc.
+fn exec_elf_basename_is_python(argv: CStrArray<'_>) -> Option<bool> {
     let path: &CStr = crate::sys::execfn()?;
-    if path.to_bytes().first() != Some(&b'/') {
-        return None;
-    }
-    let mut head = [0u8; 4];
-    if crate::sys::read_head(path, &mut head)? != head.len() || head != *b"\x7fELF" {
+    if !runs_itself(path.to_bytes(), argv) {
         return None;
     }
     let mut out = [0u8; PATH_BUF];
     let name = resolve_symlinks(path, &mut out).unwrap_or(path.to_bytes());
     Some(basename(name).starts_with(b"python"))
+}
+
+/// Whether the program at `path` (AT_EXECFN) is what runs, by the rule in
+/// [`exec_elf_basename_is_python`]. False whenever unsure.
+fn runs_itself(path: &[u8], argv: CStrArray<'_>) -> bool {
+    path.first() == Some(&b'/')
+        && !path.starts_with(b"/dev/fd/")
+        && !path.starts_with(b"/proc/")
+        && !argv.bytes().skip(1).take(2).any(|arg| arg == path)
 }
 
 /// The directory part of the absolute path `path`, as `Path::parent` spells
@@ -211,7 +220,36 @@ mod tests {
     #[test]
     fn the_running_executable_is_not_python() {
         // this test binary: an ELF file, named for its crate
-        assert_eq!(exec_elf_basename_is_python(), Some(false));
-        assert!(!is_python());
+        assert_eq!(exec_elf_basename_is_python(CStrArray::empty()), Some(false));
+        assert!(!is_python(CStrArray::empty()));
+    }
+
+    #[test]
+    fn an_interpreted_file_is_not_what_runs() {
+        use std::ffi::CString;
+        let argv = |items: &[&str]| -> (Vec<CString>, Vec<*const std::ffi::c_char>) {
+            let owned: Vec<CString> = items.iter().map(|s| CString::new(*s).unwrap()).collect();
+            let mut ptrs: Vec<_> = owned.iter().map(|s| s.as_ptr()).collect();
+            ptrs.push(std::ptr::null());
+            (owned, ptrs)
+        };
+        let check = |items: &[&str], path: &[u8]| {
+            let (_owned, ptrs) = argv(items);
+            // SAFETY: `ptrs` is a NULL-terminated array of live C strings.
+            runs_itself(path, unsafe { CStrArray::from_raw(ptrs.as_ptr()) })
+        };
+        // an ELF file, whatever its argv[0]
+        assert!(check(&["python3", "-c", "pass"], b"/usr/bin/python3"));
+        assert!(check(&[], b"/usr/bin/true"));
+        // `#!/bin/sh` and `#!/usr/bin/env python3`: the script is argv[1] or argv[2]
+        assert!(!check(&["/bin/sh", "/tmp/s.sh", "x"], b"/tmp/s.sh"));
+        assert!(!check(
+            &["/usr/bin/env", "python3", "/tmp/s.py"],
+            b"/tmp/s.py"
+        ));
+        // relative, or a descriptor's name (fexecve)
+        assert!(!check(&["t"], b"./t"));
+        assert!(!check(&["t"], b"/dev/fd/3"));
+        assert!(!check(&["t"], b"/proc/self/fd/3"));
     }
 }

@@ -54,13 +54,13 @@ mod sys;
 /// nothing configured it only resolves the real functions and reads a few
 /// variables (one pass over the environment): nothing visible. Its cost is
 /// paid at every exec of the tree (scripts/bench exec, README).
-fn load() {
+fn load(argv: raw::CStrArray<'_>) {
     let start = state::StartEnv::read();
     boot::logging(&start);
     real::init();
     state::init(&start);
     let settings = state::get();
-    boot::python_path(settings, &start);
+    boot::python_path(settings, &start, argv);
     log::debug("precompile", |w| {
         w.push(b"precompile shim loaded pid=")
             .push_int(sys::getpid());
@@ -72,10 +72,16 @@ fn load() {
     });
 }
 
-extern "C" fn load_entry() {
-    load();
+type Argv = *const *const core::ffi::c_char;
+
+/// glibc calls each `.init_array` entry with `main`'s (argc, argv, envp), in
+/// the main program and in a library dlopen'ed later alike.
+extern "C" fn load_entry(_argc: core::ffi::c_int, argv: Argv, _envp: Argv) {
+    // SAFETY: argv as glibc passes it: null or a NULL-terminated array of C
+    // strings on the initial stack, never freed; only read here.
+    load(unsafe { raw::CStrArray::from_raw(argv) });
 }
 
 #[used]
 #[link_section = ".init_array"]
-static LOAD: extern "C" fn() = load_entry;
+static LOAD: extern "C" fn(core::ffi::c_int, Argv, Argv) = load_entry;
