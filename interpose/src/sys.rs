@@ -126,6 +126,24 @@ pub fn read_head(path: &CStr, buf: &mut [u8]) -> Option<usize> {
     usize::try_from(n).ok()
 }
 
+/// As [`read_head`], without following a symlink at the end of `path`:
+/// `Err(ELOOP)` for one (Linux's `O_NOFOLLOW`), `Err(errno)` when `path`
+/// cannot be opened; `Ok(0)` when it opens but cannot be read (a
+/// directory). Ok means `path` itself is no symlink.
+pub fn read_head_nofollow(path: &CStr, buf: &mut [u8]) -> Result<usize, c_int> {
+    let flags =
+        libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+    // SAFETY: `path` is a valid C string.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: `buf` is writable for `buf.len()` bytes; `fd` is ours.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    close(fd);
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// A file's identity (device, inode).
 pub type FileId = (u64, u64);
 
