@@ -44,6 +44,8 @@ pub struct Real {
     pub posix_spawnp: Option<PosixSpawnFn>,
 }
 
+// In `.data`, not `.bss`: see `state::SETTINGS`.
+#[link_section = ".data"]
 static REAL: Once<Real> = Once::new();
 
 /// The table, once resolved.
