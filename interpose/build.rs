@@ -36,8 +36,10 @@ fn main() {
     // Lazy binding: the loader resolves a function imported through the PLT at
     // its first call rather than in every process the shim is preloaded into.
     // Rust links with -z now by default; most of its libc calls go through the
-    // GOT, which lazy binding cannot defer (today: 14 symbols deferred, 52 bound
-    // at load; docs/limits.md says where the rest of the per-exec cost goes).
+    // GOT, which lazy binding cannot defer (today: 7 symbols deferred, 35 bound
+    // at load; a build with every import deferred, -C relro-level=partial, which
+    // Cargo cannot set for one package, measured no faster: docs/limits.md says
+    // where the per-exec cost goes).
     // A first call in a fork or vfork child resolving `execve` lazily is what
     // every C program linked without -z now does; glibc's resolver takes no
     // lock that fork could have left held.

@@ -21,7 +21,7 @@
 //!
 //! No std: the library is loaded into every process of the tree, and with std
 //! it was 0.6 MB (std's panic and backtrace machinery, which stable Rust
-//! cannot leave out) with 1,127 relocations, about half of the shim's whole
+//! cannot leave out) with 1,127 relocations, about a third of the shim's whole
 //! per-exec cost (scripts/bench exec; docs/limits.md itemizes what is left).
 //! `core` and `alloc` only, over libc's malloc ([`rt`]); a panic aborts
 //! (release builds are `panic = "abort"`). Builds that unwind (`cargo test`
