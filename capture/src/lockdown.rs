@@ -1,7 +1,14 @@
 //! The policy lockdown state machine, for processes without the shim.
 
+use std::cell::Cell;
+
 use policy::lockdown;
 use pyo3::prelude::*;
+
+thread_local! {
+    // This thread's `serving()` depth (policy keeps the process-wide state).
+    static SERVING: Cell<u32> = const { Cell::new(0) };
+}
 
 #[pyfunction]
 fn set_startup(on: bool) {
@@ -31,17 +38,27 @@ fn lockdown_depth() -> u32 {
 
 #[pyfunction]
 fn serving_enter() -> u32 {
-    lockdown::serving_enter()
+    SERVING.with(|d| {
+        let new = lockdown::serving_entered(d.get());
+        d.set(new);
+        new
+    })
 }
 
 #[pyfunction]
 fn serving_exit() -> i64 {
-    lockdown::serving_exit().map_or(-1, i64::from)
+    SERVING.with(|d| {
+        let new = lockdown::serving_exited(d.get());
+        if let Some(n) = new {
+            d.set(n);
+        }
+        new.map_or(-1, i64::from)
+    })
 }
 
 #[pyfunction]
 fn serving_depth() -> u32 {
-    lockdown::serving_depth()
+    SERVING.with(Cell::get)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

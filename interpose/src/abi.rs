@@ -3,13 +3,14 @@
 //! a header, are in `interpose/include/precompile.h`; docs/CONTRACTS.md is
 //! the contract. None of these is on the exec path.
 
-use std::os::raw::{c_char, c_int};
+use core::ffi::{c_char, c_int};
 
 use policy::lockdown;
 
 use crate::gate;
 use crate::journal;
-use crate::raw::{c_str, CStrArray};
+use crate::log;
+use crate::raw::{self, c_str, CStrArray};
 use crate::resolve::{candidate, search_path, DEFAULT_PATH, PATH_BUF};
 use crate::sys;
 
@@ -27,7 +28,10 @@ pub extern "C" fn precompile_version() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn precompile_lockdown_enter() -> u32 {
     let depth = lockdown::enter();
-    tracing::debug!(depth, pid = std::process::id(), "lockdown entered");
+    log::debug("precompile::abi", |w| {
+        w.push(b"lockdown entered depth=").push_int(depth.into());
+        w.push(b" pid=").push_int(sys::getpid());
+    });
     depth
 }
 
@@ -36,7 +40,10 @@ pub extern "C" fn precompile_lockdown_enter() -> u32 {
 #[no_mangle]
 pub extern "C" fn precompile_lockdown_exit() -> i64 {
     let depth = lockdown::exit().map_or(-1, i64::from);
-    tracing::debug!(depth, pid = std::process::id(), "lockdown exited");
+    log::debug("precompile::abi", |w| {
+        w.push(b"lockdown exited depth=").push_int(depth);
+        w.push(b" pid=").push_int(sys::getpid());
+    });
     depth
 }
 
@@ -57,7 +64,9 @@ pub extern "C" fn precompile_lockdown_startup() -> c_int {
 /// The calling thread's serving depth += 1; returns the new depth.
 #[no_mangle]
 pub extern "C" fn precompile_serving_enter() -> u32 {
-    lockdown::serving_enter()
+    let depth = lockdown::serving_entered(sys::serving_depth());
+    sys::set_serving_depth(depth);
+    depth
 }
 
 /// `int64_t precompile_serving_exit(void);`
@@ -65,13 +74,19 @@ pub extern "C" fn precompile_serving_enter() -> u32 {
 /// it was already 0.
 #[no_mangle]
 pub extern "C" fn precompile_serving_exit() -> i64 {
-    lockdown::serving_exit().map_or(-1, i64::from)
+    match lockdown::serving_exited(sys::serving_depth()) {
+        Some(depth) => {
+            sys::set_serving_depth(depth);
+            i64::from(depth)
+        }
+        None => -1,
+    }
 }
 
 /// `uint32_t precompile_serving_depth(void);` (the calling thread's)
 #[no_mangle]
 pub extern "C" fn precompile_serving_depth() -> u32 {
-    lockdown::serving_depth()
+    sys::serving_depth()
 }
 
 /// `int precompile_locked_here(void);`
@@ -79,7 +94,7 @@ pub extern "C" fn precompile_serving_depth() -> u32 {
 /// lockdown, process-wide depth > 0, or this thread serving.
 #[no_mangle]
 pub extern "C" fn precompile_locked_here() -> c_int {
-    c_int::from(lockdown::current() != policy::Lock::Open)
+    c_int::from(crate::state::lock() != policy::Lock::Open)
 }
 
 /// `int precompile_journal_arm(const char *path);`
@@ -100,7 +115,9 @@ pub unsafe extern "C" fn precompile_journal_arm(path: *const c_char) -> c_int {
     };
     match journal::arm(path.to_bytes()) {
         Ok(()) => {
-            tracing::debug!(path = %path.to_string_lossy(), "journal armed");
+            log::debug("precompile::abi", |w| {
+                w.push(b"journal armed path=").push(path.to_bytes());
+            });
             0
         }
         Err(errno) => {
@@ -115,7 +132,9 @@ pub unsafe extern "C" fn precompile_journal_arm(path: *const c_char) -> c_int {
 #[no_mangle]
 pub extern "C" fn precompile_journal_disarm() -> c_int {
     journal::disarm();
-    tracing::debug!("journal disarmed");
+    log::debug("precompile::abi", |w| {
+        w.push(b"journal disarmed");
+    });
     0
 }
 
@@ -139,10 +158,10 @@ pub unsafe extern "C" fn precompile_classify(
     };
     // SAFETY: the caller passes null or a NULL-terminated array of C strings.
     let args = unsafe { CStrArray::from_raw(argv) };
-    let path_var = std::env::var_os("PATH");
-    let path_var = path_var
-        .as_ref()
-        .map_or(DEFAULT_PATH, |p| p.as_encoded_bytes());
+    // SAFETY: read as `getenv` reads it (the caller must not race setenv,
+    // getenv's own contract); the value is used before this returns.
+    let environ = unsafe { raw::environ() };
+    let path_var = raw::lookup(environ, b"PATH").unwrap_or(DEFAULT_PATH);
     let mut buf = [0u8; PATH_BUF];
     let found = search_path(exe.to_bytes(), path_var, &mut buf).and_then(|n| candidate(&buf, n));
     let kind = gate::classify(found.unwrap_or(exe), args);

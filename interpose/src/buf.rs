@@ -4,7 +4,7 @@
 //! does not fit and says so; a path or an environment entry must never be
 //! cut, so the caller checks [`Writer::overflowed`] and fails closed.
 
-use std::ffi::CStr;
+use core::ffi::CStr;
 
 pub struct Writer<'a> {
     buf: &'a mut [u8],

@@ -9,8 +9,7 @@
 //! all of it, it is passed through untouched. When a new one does not fit,
 //! the exec is refused with `E2BIG` (fail closed).
 
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int};
+use core::ffi::{c_char, c_int, CStr};
 
 use crate::buf::Writer;
 use crate::raw::{basename, value_of, CStrArray};
@@ -95,7 +94,7 @@ pub struct Space {
 impl Space {
     pub fn new() -> Space {
         Space {
-            ptrs: [std::ptr::null(); MAX_ENV],
+            ptrs: [core::ptr::null(); MAX_ENV],
             preload: [0; PRELOAD_BUF],
         }
     }
@@ -135,7 +134,7 @@ pub fn build(
     for want in wanted.forced {
         push(want.as_ptr())?;
     }
-    push(std::ptr::null())?;
+    push(core::ptr::null())?;
     Ok(ptrs.as_ptr())
 }
 

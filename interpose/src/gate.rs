@@ -2,9 +2,8 @@
 //! the live lock, journal, and on refusal say so in one stderr line.
 //! Exec-path safe: stack buffers, atomics, raw system calls.
 
-use std::ffi::CStr;
-use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
+use core::ffi::{c_int, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use policy::{Kind, Verdict};
 
@@ -25,6 +24,34 @@ pub fn classify(exe: &CStr, argv: CStrArray<'_>) -> Kind {
         .classify(exe.to_bytes(), resolved, argv.bytes())
 }
 
+/// What running `exe` is: [`classify`], and when that says `Other`, what a
+/// `#!` script runs (an interpreter that is a compiler is gated too).
+///
+/// Both questions read the file system: whether `exe` is a symlink (to
+/// classify its target too) and what its first bytes are. One `open` with
+/// `O_NOFOLLOW` asks both for the usual case, a program that is no symlink
+/// (every exec of the tree pays for this, in the parent: readlink, then open,
+/// read and close, were four system calls, now three); a symlink (`ELOOP`)
+/// or a file that cannot be read is asked about as before, one question at a
+/// time.
+fn kind_of(exe: &CStr, argv: CStrArray<'_>) -> Kind {
+    let rules = &state::get().rules;
+    let mut head = [0u8; policy::script::HEAD];
+    match sys::read_head_nofollow(exe, &mut head) {
+        // no symlink: nothing to resolve, and its first bytes are read
+        Ok(n) => match rules.classify(exe.to_bytes(), None, argv.bytes()) {
+            Kind::Other => script::kind(rules, exe, Some(head.get(..n).unwrap_or(&[])), argv),
+            kind => kind,
+        },
+        // nothing there: no symlink to resolve, no bytes to read
+        Err(libc::ENOENT | libc::ENOTDIR) => rules.classify(exe.to_bytes(), None, argv.bytes()),
+        Err(_) => match classify(exe, argv) {
+            Kind::Other => script::kind(rules, exe, None, argv),
+            kind => kind,
+        },
+    }
+}
+
 /// Whether the file must exist before a decision is taken (and journaled).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Existence {
@@ -40,11 +67,7 @@ pub enum Existence {
 /// `Ok` when the exec may go ahead; `Err(errno)` when it must fail.
 #[inline(never)]
 pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<(), c_int> {
-    let mut kind = classify(exe, argv);
-    if kind == Kind::Other {
-        // a `#!` script runs its interpreter: one that is a compiler is gated too
-        kind = script::kind(&state::get().rules, exe, argv);
-    }
+    let kind = kind_of(exe, argv);
     if kind == Kind::Other {
         return Ok(());
     }
@@ -53,7 +76,7 @@ pub fn check(exe: &CStr, argv: CStrArray<'_>, existence: Existence) -> Result<()
         Existence::Known => sys::stat(exe).map_or((0, 0), |st| (st.st_dev, st.st_ino)),
     };
     let settings = state::get();
-    let verdict = policy::decide(kind, policy::lockdown::current(), settings.rules.strict());
+    let verdict = policy::decide(kind, state::lock(), settings.rules.strict());
     if !verdict.allowed && repeated_refusal(exe, id, argv) {
         return Err(libc::EPERM);
     }

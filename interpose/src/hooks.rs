@@ -18,8 +18,7 @@
 //! this library and gates its own exec of the command (the integration tests
 //! prove it for both).
 
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int};
+use core::ffi::{c_char, c_int, CStr};
 
 use policy::Kind;
 

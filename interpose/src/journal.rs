@@ -12,10 +12,11 @@
 //! lines from many processes never interleave (a regular-file append of
 //! one buffer is atomic with respect to other appends on Linux).
 
-use std::ffi::{CStr, CString};
-use std::os::raw::c_int;
-use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use alloc::boxed::Box;
+use alloc::ffi::CString;
+use core::ffi::{c_int, CStr};
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::raw::CStrArray;
 use crate::sys;
@@ -81,9 +82,9 @@ pub fn set_startup(path: Option<JournalPath>) {
 /// opened once now so that an unusable path is an error here, not a silent
 /// loss later. Not on the exec path: allocates.
 pub fn arm(path: &[u8]) -> Result<(), c_int> {
-    let cwd = std::env::current_dir().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
-    let cwd = cwd.as_os_str().as_encoded_bytes().to_vec();
-    let jp = JournalPath::new(path, &cwd).ok_or(libc::EINVAL)?;
+    let mut cwd_buf = [0u8; crate::resolve::PATH_BUF];
+    let cwd = sys::current_dir(&mut cwd_buf)?;
+    let jp = JournalPath::new(path, cwd).ok_or(libc::EINVAL)?;
     let fd = sys::open_append(jp.path());
     if fd < 0 {
         return Err(sys::errno());

@@ -1,148 +1,199 @@
 //! The shim's own log: `PRECOMPILE_LOG=<filter>` sends lines to stderr.
 //!
-//! A deliberately small `tracing` subscriber instead of tracing-subscriber:
-//! the shim is loaded into every process of the tree, and every page of code
-//! it carries is paid for at each exec. The filter takes tracing's directive
-//! syntax: comma-separated `level` or `target=level` (`debug`,
-//! `info,precompile=trace`, `off`), levels off/error/warn/info/debug/trace.
+//! The filter takes tracing's directive syntax: comma-separated `level` or
+//! `target=level` (`debug`, `info,precompile=trace`, `off`), levels
+//! off/error/warn/info/debug/trace, the longest matching target prefix
+//! winning. Targets are module paths (`precompile`, `precompile::abi`, ...).
+//! A line is `precompile[<pid>] DEBUG <target>: <message>`.
 //!
-//! Never used on the exec path (it allocates and locks stderr): the
-//! constructor and the C ABI only.
+//! Never used on the exec path (it allocates at install and formats into a
+//! stack buffer): the constructor and the C ABI only. Without a filter a
+//! log call costs one atomic load.
 
-use std::fmt::Write as _;
-use std::io::Write as _;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
-use tracing::field::{Field, Visit};
-use tracing::level_filters::LevelFilter;
-use tracing::span;
-use tracing::{Event, Metadata, Subscriber};
+use crate::buf::Writer;
+use crate::sys;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Off = 0,
+    Error = 1,
+    Warn = 2,
+    Info = 3,
+    Debug = 4,
+    Trace = 5,
+}
+
+impl Level {
+    fn parse(s: &[u8]) -> Option<Level> {
+        let s = s.trim_ascii();
+        let is = |name: &str| s.eq_ignore_ascii_case(name.as_bytes());
+        [
+            ("off", Level::Off),
+            ("error", Level::Error),
+            ("warn", Level::Warn),
+            ("info", Level::Info),
+            ("debug", Level::Debug),
+            ("trace", Level::Trace),
+        ]
+        .into_iter()
+        .find(|(name, _)| is(name))
+        .map(|(_, l)| l)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Off => "OFF",
+            Level::Error => "ERROR",
+            Level::Warn => "WARN",
+            Level::Info => "INFO",
+            Level::Debug => "DEBUG",
+            Level::Trace => "TRACE",
+        }
+    }
+}
 
 /// The parsed filter: a default level and per-target-prefix levels.
 #[derive(Debug, PartialEq)]
 pub struct Filter {
-    default: LevelFilter,
-    targets: Vec<(String, LevelFilter)>,
-}
-
-fn level(s: &str) -> Option<LevelFilter> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "off" => Some(LevelFilter::OFF),
-        "error" => Some(LevelFilter::ERROR),
-        "warn" => Some(LevelFilter::WARN),
-        "info" => Some(LevelFilter::INFO),
-        "debug" => Some(LevelFilter::DEBUG),
-        "trace" => Some(LevelFilter::TRACE),
-        _ => None,
-    }
+    default: Level,
+    targets: Vec<(Box<[u8]>, Level)>,
 }
 
 impl Filter {
-    pub fn parse(spec: &str) -> Result<Filter, String> {
+    /// The filter, or the directive that is not one.
+    pub fn parse(spec: &[u8]) -> Result<Filter, &[u8]> {
         let mut f = Filter {
-            default: LevelFilter::OFF,
+            default: Level::Off,
             targets: Vec::new(),
         };
-        for directive in spec.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-            match directive.split_once('=') {
-                Some((target, lvl)) => {
-                    let lvl =
-                        level(lvl).ok_or_else(|| format!("unknown level in `{directive}`"))?;
-                    f.targets.push((target.trim().to_owned(), lvl));
+        for directive in spec
+            .split(|&b| b == b',')
+            .map(<[u8]>::trim_ascii)
+            .filter(|d| !d.is_empty())
+        {
+            match directive.iter().position(|&b| b == b'=') {
+                Some(eq) => {
+                    let (target, lvl) = directive.split_at(eq);
+                    let lvl = Level::parse(lvl.get(1..).unwrap_or(b"")).ok_or(directive)?;
+                    f.targets.push((target.trim_ascii().into(), lvl));
                 }
-                None => {
-                    f.default =
-                        level(directive).ok_or_else(|| format!("unknown level `{directive}`"))?
-                }
+                None => f.default = Level::parse(directive).ok_or(directive)?,
             }
         }
         // the longest matching prefix wins
-        f.targets.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+        f.targets.sort_by_key(|(t, _)| core::cmp::Reverse(t.len()));
         Ok(f)
     }
 
-    fn level_for(&self, target: &str) -> LevelFilter {
+    fn level_for(&self, target: &str) -> Level {
         self.targets
             .iter()
-            .find(|(t, _)| target.starts_with(t.as_str()))
+            .find(|(t, _)| target.as_bytes().starts_with(t))
             .map_or(self.default, |(_, l)| *l)
     }
 
-    fn max(&self) -> LevelFilter {
+    fn max(&self) -> Level {
         self.targets
             .iter()
             .map(|(_, l)| *l)
-            .fold(self.default, std::cmp::max)
+            .fold(self.default, core::cmp::max)
     }
 }
 
-struct StderrLog {
-    filter: Filter,
-}
+/// The most verbose level any target logs at (Off: no filter installed).
+static MAX: AtomicU8 = AtomicU8::new(Level::Off as u8);
+/// The installed filter: a leaked Box, never freed.
+static FILTER: AtomicPtr<Filter> = AtomicPtr::new(core::ptr::null_mut());
 
-struct Line<'a>(&'a mut String);
-
-impl Visit for Line<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.0, " {value:?}");
-        } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            let _ = write!(self.0, " {value}");
-        } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
-impl Subscriber for StderrLog {
-    fn enabled(&self, meta: &Metadata<'_>) -> bool {
-        *meta.level() <= self.filter.level_for(meta.target())
-    }
-
-    fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(self.filter.max())
-    }
-
-    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
-        span::Id::from_u64(1)
-    }
-
-    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
-
-    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
-
-    fn event(&self, event: &Event<'_>) {
-        let meta = event.metadata();
-        let mut line = format!(
-            "precompile[{}] {} {}:",
-            std::process::id(),
-            meta.level(),
-            meta.target()
-        );
-        event.record(&mut Line(&mut line));
-        line.push('\n');
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
-    }
-
-    fn enter(&self, _: &span::Id) {}
-
-    fn exit(&self, _: &span::Id) {}
-}
-
-/// Installs the subscriber for `spec`; an unparsable filter is reported
-/// once and ignored. Without a subscriber tracing's level check is one
-/// atomic load (its global maximum level starts at OFF).
-pub fn install(spec: &str) {
+/// Installs the filter `spec`; an unparsable filter is reported once and
+/// ignored. Only the first filter installed counts (as tracing's global
+/// default).
+pub fn install(spec: &[u8]) {
     match Filter::parse(spec) {
         Ok(filter) => {
-            let _ = tracing::subscriber::set_global_default(StderrLog { filter });
+            let max = filter.max();
+            let p = Box::into_raw(Box::new(filter));
+            if FILTER
+                .compare_exchange(
+                    core::ptr::null_mut(),
+                    p,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                MAX.store(max as u8, Ordering::Release);
+            } else {
+                // SAFETY: `p` came from Box::into_raw above and was never shared.
+                drop(unsafe { Box::from_raw(p) });
+            }
         }
-        Err(e) => eprintln!("precompile: ignoring {}={spec:?}: {e}", policy::env::LOG),
+        Err(directive) => {
+            let mut buf = [0u8; 512];
+            let mut w = Writer::new(&mut buf);
+            w.push(b"precompile: ignoring ")
+                .push_str(policy::env::LOG)
+                .push(b"=\"")
+                .push(spec)
+                .push(b"\": unknown level in `")
+                .push(directive)
+                .push(b"`");
+            sys::write_stderr(w.finish_line(b"..."));
+        }
+    }
+}
+
+/// Whether a `level` line of `target` is written.
+fn enabled(level: Level, target: &str) -> bool {
+    if level as u8 > MAX.load(Ordering::Acquire) {
+        return false;
+    }
+    // SAFETY: non-null values are a leaked Box installed once, never freed.
+    let Some(filter) = (unsafe { FILTER.load(Ordering::Acquire).as_ref() }) else {
+        return false;
+    };
+    level <= filter.level_for(target)
+}
+
+/// Writes one debug line of `target`, its message written by `message`.
+pub fn debug(target: &str, message: impl FnOnce(&mut Writer<'_>)) {
+    event(Level::Debug, target, message);
+}
+
+fn event(level: Level, target: &str, message: impl FnOnce(&mut Writer<'_>)) {
+    if !enabled(level, target) {
+        return;
+    }
+    let mut buf = [0u8; 2048];
+    let mut w = Writer::new(&mut buf);
+    w.push(b"precompile[").push_int(sys::getpid()).push(b"] ");
+    w.push_str(level.name())
+        .push(b" ")
+        .push_str(target)
+        .push(b": ");
+    message(&mut w);
+    sys::write_stderr(w.finish_line(b"..."));
+}
+
+/// `Some("…")` or `None`, as the log writes an optional value.
+pub fn push_opt(w: &mut Writer<'_>, value: Option<&[u8]>) {
+    match value {
+        Some(v) => w.push(b"Some(\"").push(v).push(b"\")"),
+        None => w.push(b"None"),
+    };
+}
+
+/// The lock's name, as the log writes it.
+pub fn lock_name(lock: policy::Lock) -> &'static str {
+    match lock {
+        policy::Lock::Open => "Open",
+        policy::Lock::Startup => "Startup",
+        policy::Lock::NoCompilation => "NoCompilation",
+        policy::Lock::Serving => "Serving",
     }
 }
 
@@ -152,17 +203,17 @@ mod tests {
 
     #[test]
     fn parses_levels_and_targets() {
-        let f = Filter::parse("info,precompile::abi=trace, other = off").unwrap();
-        assert_eq!(f.level_for("precompile"), LevelFilter::INFO);
-        assert_eq!(f.level_for("precompile::abi"), LevelFilter::TRACE);
-        assert_eq!(f.level_for("other::x"), LevelFilter::OFF);
-        assert_eq!(f.max(), LevelFilter::TRACE);
+        let f = Filter::parse(b"info,precompile::abi=trace, other = off").unwrap();
+        assert_eq!(f.level_for("precompile"), Level::Info);
+        assert_eq!(f.level_for("precompile::abi"), Level::Trace);
+        assert_eq!(f.level_for("other::x"), Level::Off);
+        assert_eq!(f.max(), Level::Trace);
         assert_eq!(
-            Filter::parse("DEBUG").unwrap().level_for("x"),
-            LevelFilter::DEBUG
+            Filter::parse(b"DEBUG").unwrap().level_for("x"),
+            Level::Debug
         );
-        assert_eq!(Filter::parse("").unwrap().max(), LevelFilter::OFF);
-        assert!(Filter::parse("loud").is_err());
-        assert!(Filter::parse("x=loud").is_err());
+        assert_eq!(Filter::parse(b"").unwrap().max(), Level::Off);
+        assert_eq!(Filter::parse(b"loud"), Err(&b"loud"[..]));
+        assert_eq!(Filter::parse(b"info,x=loud"), Err(&b"x=loud"[..]));
     }
 }

@@ -5,9 +5,8 @@
 //! strings, argv or envp ([`CStrArray::from_raw`]). Nothing here allocates,
 //! locks or panics: it runs in the exec path, possibly in a vfork child.
 
-use std::ffi::CStr;
-use std::marker::PhantomData;
-use std::os::raw::c_char;
+use core::ffi::{c_char, CStr};
+use core::marker::PhantomData;
 
 /// A C `char *const *` (argv or envp): a NULL-terminated array of C strings.
 #[derive(Clone, Copy)]
@@ -36,7 +35,7 @@ impl<'a> CStrArray<'a> {
     #[cfg(test)]
     pub fn empty() -> CStrArray<'a> {
         CStrArray {
-            ptr: std::ptr::null(),
+            ptr: core::ptr::null(),
             _borrow: PhantomData,
         }
     }

@@ -8,12 +8,12 @@
 //! search and its `ENOEXEC` shell fallback), and `fexecve`, `execveat`,
 //! `posix_spawn`, `posix_spawnp` keep their own.
 //!
-//! Reading the table is one atomic load ([`OnceLock::get`]): no lock, no
+//! Reading the table is one atomic load ([`Once::get`]): no lock, no
 //! allocation, safe in a vfork child.
 
-use std::ffi::c_void;
-use std::os::raw::{c_char, c_int};
-use std::sync::OnceLock;
+use core::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::once::Once;
 
 pub type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
@@ -44,7 +44,9 @@ pub struct Real {
     pub posix_spawnp: Option<PosixSpawnFn>,
 }
 
-static REAL: OnceLock<Real> = OnceLock::new();
+// In `.data`, not `.bss`: see `state::SETTINGS`.
+#[link_section = ".data"]
+static REAL: Once<Real> = Once::new();
 
 /// The table, once resolved.
 ///
@@ -70,27 +72,28 @@ fn resolve() -> Real {
     // prototype is the function-pointer type it is converted to.
     Real {
         // SAFETY: see above; execve(const char*, char *const[], char *const[]).
-        execve: next(c"execve").map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveFn>(p) }),
+        execve: next(c"execve")
+            .map(|p| unsafe { core::mem::transmute::<*mut c_void, ExecveFn>(p) }),
         // SAFETY: see above; execvpe has execve's prototype.
         execvpe: next(c"execvpe")
-            .map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveFn>(p) }),
+            .map(|p| unsafe { core::mem::transmute::<*mut c_void, ExecveFn>(p) }),
         // SAFETY: see above; fexecve(int, char *const[], char *const[]).
         fexecve: next(c"fexecve")
-            .map(|p| unsafe { std::mem::transmute::<*mut c_void, FexecveFn>(p) }),
+            .map(|p| unsafe { core::mem::transmute::<*mut c_void, FexecveFn>(p) }),
         // SAFETY: see above; execveat(int, const char*, char *const[], char *const[], int).
         execveat: next(c"execveat")
-            .map(|p| unsafe { std::mem::transmute::<*mut c_void, ExecveatFn>(p) }),
+            .map(|p| unsafe { core::mem::transmute::<*mut c_void, ExecveatFn>(p) }),
         // SAFETY: see above; posix_spawn's prototype.
         posix_spawn: next(c"posix_spawn")
-            .map(|p| unsafe { std::mem::transmute::<*mut c_void, PosixSpawnFn>(p) }),
+            .map(|p| unsafe { core::mem::transmute::<*mut c_void, PosixSpawnFn>(p) }),
         // SAFETY: see above; posix_spawnp has posix_spawn's prototype.
         posix_spawnp: next(c"posix_spawnp")
-            .map(|p| unsafe { std::mem::transmute::<*mut c_void, PosixSpawnFn>(p) }),
+            .map(|p| unsafe { core::mem::transmute::<*mut c_void, PosixSpawnFn>(p) }),
     }
 }
 
 /// The next definition of `name` after this library in the lookup order.
-fn next(name: &std::ffi::CStr) -> Option<*mut c_void> {
+fn next(name: &CStr) -> Option<*mut c_void> {
     // SAFETY: RTLD_NEXT with a valid C string; dlsym only reads both.
     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
     if p.is_null() {

@@ -3,7 +3,7 @@
 //! (`/usr/bin/c++ → /etc/alternatives/c++ → /usr/bin/g++ → g++-12`).
 //! Stack buffers only: this runs in the exec path.
 
-use std::ffi::CStr;
+use core::ffi::CStr;
 
 use crate::buf::Writer;
 use crate::sys;

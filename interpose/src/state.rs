@@ -3,14 +3,17 @@
 //!
 //! Built once (by the constructor) and read afterwards with one atomic load.
 
-use std::ffi::{CStr, CString};
-use std::os::unix::ffi::OsStrExt;
-use std::sync::OnceLock;
+use alloc::boxed::Box;
+use alloc::ffi::CString;
+use alloc::vec::Vec;
+use core::ffi::CStr;
 
 use policy::{env, Rules};
 
 use crate::envp::{Wanted, LOCKED_ENTRY};
 use crate::journal::{self, JournalPath};
+use crate::once::Once;
+use crate::raw::basename;
 
 pub struct Settings {
     pub rules: Rules,
@@ -27,7 +30,17 @@ pub struct Settings {
     pub rank: Option<i64>,
 }
 
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
+// In `.data`, not `.bss` (as `real::REAL`): the loader writes the last
+// writable page it maps (`.data`, then `.got.plt`) while relocating, and
+// `.bss` follows; where `.bss` crosses into a page of its own, the
+// constructor's first store there is one or two more page faults in every
+// process, a good part of what an exec costs beyond the constructor's own
+// work (perf stat: 58.0 page faults per exec of /bin/true with these in
+// `.data`, 60.0 with them in a `.bss` that crossed; an empty preloaded
+// library: 56.5). For the same reason `load` stores nothing that already
+// holds its value.
+#[link_section = ".data"]
+static SETTINGS: Once<Settings> = Once::new();
 
 /// The settings. Before the constructor ran (only another library's
 /// constructor can exec that early) they are loaded on the spot.
@@ -102,21 +115,27 @@ impl<'a> StartEnv<'a> {
     /// The value as UTF-8 text; `None` when unset or not UTF-8 (as
     /// `std::env::var` reads it).
     pub fn text(&self, name: &str) -> Option<&'a str> {
-        std::str::from_utf8(self.get(name)?).ok()
+        core::str::from_utf8(self.get(name)?).ok()
     }
 }
 
 fn load(start: &StartEnv<'_>) -> Settings {
     let strict = env::is_on(start.text(env::STRICT));
-    policy::lockdown::set_startup(env::is_on(start.text(env::NO_COMPILATION)));
+    // stored only when it differs from the initial state (see SETTINGS)
+    if env::is_on(start.text(env::NO_COMPILATION)) {
+        policy::lockdown::set_startup(true);
+    }
     let journal = start
         .text(env::JOURNAL)
         .filter(|p| !p.is_empty())
         .and_then(|p| {
-            let cwd = std::env::current_dir().ok()?;
-            JournalPath::new(p.as_bytes(), cwd.as_os_str().as_encoded_bytes())
+            let mut cwd_buf = [0u8; crate::resolve::PATH_BUF];
+            let cwd = crate::sys::current_dir(&mut cwd_buf).ok()?;
+            JournalPath::new(p.as_bytes(), cwd)
         });
-    journal::set_startup(journal);
+    if journal.is_some() {
+        journal::set_startup(journal);
+    }
     let rules = Rules::from_env_values(start.text(env::COMPILERS), start.text(env::ALLOW), strict);
     let start_entries = env::PROPAGATED_FROM_START
         .iter()
@@ -142,7 +161,7 @@ fn load(start: &StartEnv<'_>) -> Settings {
 /// into one), so that a test binary never preloads itself into children.
 fn locate_self() -> Option<&'static CStr> {
     // SAFETY: an all-zero Dl_info (null pointers) is a valid value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let addr = locate_self as *const libc::c_void;
     // SAFETY: `addr` is an address inside this object; `info` is a valid
     // out-parameter.
@@ -154,18 +173,22 @@ fn locate_self() -> Option<&'static CStr> {
     // unloaded (a preload cannot be; a dlopen'ed copy is not closed by its
     // users, and its hooks could not be closed safely anyway), so 'static.
     let name: &'static CStr = unsafe { crate::raw::c_str(info.dli_fname) }?;
-    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(name.to_bytes()));
-    let file = path.file_name()?.to_str()?;
-    if !file.contains(".so") {
+    let file = basename(name.to_bytes());
+    if !file.windows(3).any(|w| w == b".so") {
         return None;
     }
-    if path.is_absolute() {
+    if name.to_bytes().first() == Some(&b'/') {
         // as the loader found it: no allocation, no realpath walk
         return Some(name);
     }
-    let abs = std::fs::canonicalize(path).ok()?;
-    let owned = CString::new(abs.into_os_string().into_encoded_bytes()).ok()?;
-    Some(Box::leak(owned.into_boxed_c_str()))
+    let abs = crate::sys::realpath(name)?;
+    Some(Box::leak(abs.into_boxed_c_str()))
+}
+
+/// The lock that holds for the calling thread: the process-wide state
+/// (`policy::lockdown`) and this thread's serving depth. Exec-path safe.
+pub fn lock() -> policy::Lock {
+    policy::lockdown::current(crate::sys::serving_depth())
 }
 
 /// Room for the entries a child may be forced to carry: lockdown, journal
@@ -182,7 +205,7 @@ pub fn wanted<'a>(s: &'static Settings, forced: &'a mut Forced) -> Wanted<'a> {
             n = n.saturating_add(1);
         }
     };
-    let locked = policy::lockdown::current() != policy::Lock::Open;
+    let locked = lock() != policy::Lock::Open;
     if locked {
         add(LOCKED_ENTRY);
     }

@@ -1,8 +1,7 @@
 //! Thin, exec-path-safe wrappers over the system calls the shim makes: each
 //! is one libc call on caller-owned buffers, no allocation, no lock.
 
-use std::ffi::CStr;
-use std::os::raw::c_int;
+use core::ffi::{c_char, c_int, CStr};
 
 pub fn errno() -> c_int {
     // SAFETY: __errno_location returns this thread's errno slot, always valid.
@@ -127,6 +126,24 @@ pub fn read_head(path: &CStr, buf: &mut [u8]) -> Option<usize> {
     usize::try_from(n).ok()
 }
 
+/// As [`read_head`], without following a symlink at the end of `path`:
+/// `Err(ELOOP)` for one (Linux's `O_NOFOLLOW`), `Err(errno)` when `path`
+/// cannot be opened; `Ok(0)` when it opens but cannot be read (a
+/// directory). Ok means `path` itself is no symlink.
+pub fn read_head_nofollow(path: &CStr, buf: &mut [u8]) -> Result<usize, c_int> {
+    let flags =
+        libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+    // SAFETY: `path` is a valid C string.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: `buf` is writable for `buf.len()` bytes; `fd` is ours.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    close(fd);
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// A file's identity (device, inode).
 pub type FileId = (u64, u64);
 
@@ -151,7 +168,7 @@ pub fn check_executable(path: &CStr) -> Result<FileId, c_int> {
 /// `stat(path)` (following symlinks).
 pub fn stat(path: &CStr) -> Result<libc::stat, c_int> {
     // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: `path` is a C string and `st` a valid out-parameter.
     if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
         return Err(errno());
@@ -163,9 +180,66 @@ pub fn stat(path: &CStr) -> Result<libc::stat, c_int> {
 /// (`AT_EXECFN`: a `#!` script's own path, not its interpreter's).
 pub fn execfn() -> Option<&'static CStr> {
     // SAFETY: getauxval only reads the auxiliary vector the kernel set up.
-    let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize as *const std::os::raw::c_char;
+    let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize as *const c_char;
     // SAFETY: AT_EXECFN is 0 (absent) or the address of the NUL-terminated
     // path the kernel copied to the top of the initial stack, which stays
     // there, unchanged, for the life of the process.
     unsafe { crate::raw::c_str(p) }
+}
+
+/// The current directory into `buf` (std's `current_dir` without std);
+/// `Err(errno)` when it cannot be read. Not on the exec path only by use:
+/// it is one system call.
+pub fn current_dir(buf: &mut [u8]) -> Result<&[u8], c_int> {
+    // SAFETY: `buf` is writable for `buf.len()` bytes; getcwd NUL-terminates
+    // within that length or fails.
+    let p = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
+    if p.is_null() {
+        return Err(errno());
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    Ok(buf.get(..end).unwrap_or(b""))
+}
+
+/// `realpath(path)`: absolute, symlinks and `.`/`..` resolved (std's
+/// `fs::canonicalize`). Allocates: not on the exec path.
+pub fn realpath(path: &CStr) -> Option<alloc::ffi::CString> {
+    // SAFETY: `path` is a C string; a null `resolved` makes realpath malloc
+    // the result.
+    let p = unsafe { libc::realpath(path.as_ptr(), core::ptr::null_mut()) };
+    // SAFETY: realpath returned null or a NUL-terminated malloc'd string.
+    let owned = unsafe { crate::raw::c_str(p) }.map(alloc::ffi::CString::from);
+    // SAFETY: `p` is null or malloc'd by realpath, and copied above.
+    unsafe { libc::free(p.cast()) };
+    owned
+}
+
+/// Whether `path` is a directory (following symlinks), as std's `is_dir`.
+pub fn is_dir(path: &CStr) -> bool {
+    stat(path).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// `setenv(name, value, 1)`; false when it fails. Not on the exec path,
+/// and only before `main` (the constructor), as `std::env::set_var` was.
+pub fn setenv(name: &CStr, value: &CStr) -> bool {
+    // SAFETY: both are C strings; setenv copies them.
+    unsafe { libc::setenv(name.as_ptr(), value.as_ptr(), 1) == 0 }
+}
+
+extern "C" {
+    // tls.c: the calling thread's `serving()` depth, a C thread local (a
+    // Rust thread local needs std).
+    fn precompile_c_serving_depth() -> u32;
+    fn precompile_c_set_serving_depth(depth: u32);
+}
+
+/// The calling thread's serving depth. Exec-path safe: a thread-local read.
+pub fn serving_depth() -> u32 {
+    // SAFETY: reads this thread's own counter; no preconditions.
+    unsafe { precompile_c_serving_depth() }
+}
+
+pub fn set_serving_depth(depth: u32) {
+    // SAFETY: writes this thread's own counter; no preconditions.
+    unsafe { precompile_c_set_serving_depth(depth) }
 }

@@ -1,6 +1,9 @@
 //! Which executions are compilations, decided on argv bytes without
 //! allocating (the caller may be a vfork child).
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
 use crate::compilers::{self, Compiler, COMPILERS, WRAPPERS};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -639,11 +642,11 @@ mod tests {
     #[test]
     fn empty_argv_is_judged_by_name() {
         assert_eq!(
-            Rules::builtin().classify(b"gcc", None, std::iter::empty()),
+            Rules::builtin().classify(b"gcc", None, core::iter::empty()),
             Kind::Compile
         );
         assert_eq!(
-            Rules::builtin().classify(b"ccache", None, std::iter::empty()),
+            Rules::builtin().classify(b"ccache", None, core::iter::empty()),
             Kind::Other
         );
     }

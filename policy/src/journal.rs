@@ -1,32 +1,11 @@
-//! The journal record: its serde type (readers) and a formatter that writes
-//! one JSON line into a caller's buffer without allocating (the shim, possibly
-//! in a vfork child). Truncation and escaping follow docs/CONTRACTS.md.
-
-use serde::{Deserialize, Serialize};
+//! The journal record's formatter: one JSON line written into a caller's
+//! buffer without allocating (the shim, possibly in a vfork child).
+//! Truncation and escaping follow docs/CONTRACTS.md. Readers parse it with
+//! serde (the CLI's `precompile journal`), outside this std-free crate.
 
 use crate::classify::Kind;
 use crate::jsonbuf::{escaped_len, measure, put_int, put_string, put_time, Out};
 use crate::verdict::Verdict;
-
-/// One line of the journal, as readers see it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Record {
-    pub time: f64,
-    pub pid: i64,
-    pub ppid: i64,
-    pub tid: i64,
-    /// The distributed rank (`RANK`) the process started with; absent in a
-    /// process that has none (and in records written before it existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<i64>,
-    pub exe: String,
-    pub argv: Vec<String>,
-    pub cwd: String,
-    pub kind: String,
-    pub verdict: String,
-    pub reason: String,
-    pub source: String,
-}
 
 /// A record never exceeds this many bytes, newline included, so one
 /// `O_APPEND` write of it stays atomic and readable.
@@ -70,7 +49,7 @@ pub struct Fields<'a, I> {
 
 /// Formats one JSON line (ending in `'\n'`) into `buf`; returns the bytes
 /// written. Never allocates or panics, never writes past `buf.len()` or
-/// [`LINE_BUDGET`], and the line always parses as a [`Record`]. A buffer
+/// [`LINE_BUDGET`], and the line always parses as a journal record (docs/CONTRACTS.md). A buffer
 /// smaller than [`MIN_BUFFER`] gets nothing (returns 0).
 pub fn format_record<'a, I: Iterator<Item = &'a [u8]>>(buf: &mut [u8], f: Fields<'a, I>) -> usize {
     let limit = buf.len().min(LINE_BUDGET);
@@ -114,11 +93,6 @@ pub fn format_record<'a, I: Iterator<Item = &'a [u8]>>(buf: &mut [u8], f: Fields
     } else {
         out.pos
     }
-}
-
-/// Reads one journal line.
-pub fn parse_line(line: &str) -> Result<Record, serde_json::Error> {
-    serde_json::from_str(line)
 }
 
 /// Everything after the argv.

@@ -127,13 +127,13 @@ impl Unit<'_> {
 fn for_each_unit(s: &[u8], mut f: impl FnMut(Unit) -> bool) {
     let mut rest = s;
     while !rest.is_empty() {
-        let (valid, bad) = match std::str::from_utf8(rest) {
+        let (valid, bad) = match core::str::from_utf8(rest) {
             Ok(all) => (all, 0),
             // An incomplete sequence at the end (`error_len` None) is bad bytes too.
             Err(e) => {
                 let bad = e.error_len().unwrap_or(rest.len() - e.valid_up_to());
                 (
-                    std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or(""),
+                    core::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or(""),
                     bad,
                 )
             }

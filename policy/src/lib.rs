@@ -6,6 +6,12 @@
 //! [`script::shebang`] and [`journal::format_record`] must not allocate, lock, panic, read the
 //! environment or log.
 #![forbid(unsafe_code)]
+// Without std (alloc only, for the compiler lists of `Rules`): the shim links
+// this crate into a library with no std in it, loaded into every process of
+// the tree (interpose/build.rs says why). Unit tests get std from the harness.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
 
 pub mod classify;
 pub mod compilers;

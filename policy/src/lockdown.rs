@@ -1,22 +1,19 @@
-//! Process-global lockdown state: the startup flag, the process-wide
-//! `no_compilation()` depth and the per-thread `serving()` depth.
+//! Process-global lockdown state: the startup flag and the process-wide
+//! `no_compilation()` depth; and the rule that combines them with a thread's
+//! `serving()` depth into the lock that holds.
 //!
-//! Atomics and a const-initialised, drop-free thread local only: read from
-//! exec hooks that may run in a vfork child or between fork and exec, where a
-//! lock or an allocation could deadlock.
+//! Atomics only: read from exec hooks that may run in a vfork child or
+//! between fork and exec, where a lock or an allocation could deadlock. The
+//! per-thread serving depth lives with each holder of this state (the shim
+//! and the Python extension keep their own thread-local counter), since a
+//! thread local needs std and this crate is linked into the std-free shim.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::verdict::Lock;
 
 static STARTUP: AtomicBool = AtomicBool::new(false);
 static DEPTH: AtomicU32 = AtomicU32::new(0);
-
-thread_local! {
-    // `const` init and no Drop: no lazy registration, never inaccessible.
-    static SERVING: Cell<u32> = const { Cell::new(0) };
-}
 
 /// Set once by whoever reads `TORCH_PRECOMPILE_NO_COMPILATION` at start.
 pub fn set_startup(on: bool) {
@@ -48,42 +45,26 @@ pub fn depth() -> u32 {
     DEPTH.load(Ordering::SeqCst)
 }
 
-/// This thread's serving depth += 1 (saturating); returns the new depth.
-pub fn serving_enter() -> u32 {
-    SERVING
-        .try_with(|d| {
-            let new = d.get().saturating_add(1);
-            d.set(new);
-            new
-        })
-        .unwrap_or(0)
-}
-
-/// This thread's serving depth -= 1; `None` if it was already 0.
-pub fn serving_exit() -> Option<u32> {
-    SERVING
-        .try_with(|d| {
-            let new = d.get().checked_sub(1)?;
-            d.set(new);
-            Some(new)
-        })
-        .ok()
-        .flatten()
-}
-
-pub fn serving_depth() -> u32 {
-    SERVING.try_with(Cell::get).unwrap_or(0)
-}
-
-/// The lock that holds for the calling thread, strongest first.
-pub fn current() -> Lock {
+/// The lock that holds for a thread whose serving depth is
+/// `serving_depth`, strongest first.
+pub fn current(serving_depth: u32) -> Lock {
     if startup() {
         Lock::Startup
     } else if depth() > 0 {
         Lock::NoCompilation
-    } else if serving_depth() > 0 {
+    } else if serving_depth > 0 {
         Lock::Serving
     } else {
         Lock::Open
     }
+}
+
+/// A thread's serving depth after `serving_enter` (saturating).
+pub fn serving_entered(depth: u32) -> u32 {
+    depth.saturating_add(1)
+}
+
+/// A thread's serving depth after `serving_exit`; `None` if it was already 0.
+pub fn serving_exited(depth: u32) -> Option<u32> {
+    depth.checked_sub(1)
 }

@@ -1,7 +1,34 @@
 //! The journal line format: round trips, truncation, escaping, buffer bounds.
 
-use policy::journal::{format_record, parse_line, Fields, Record, LINE_BUDGET, MIN_BUFFER};
+use policy::journal::{format_record, Fields, LINE_BUDGET, MIN_BUFFER};
 use policy::{Kind, Reason, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// One line of the journal, as readers see it (the CLI's `precompile journal`
+/// has the same type).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Record {
+    pub time: f64,
+    pub pid: i64,
+    pub ppid: i64,
+    pub tid: i64,
+    /// The distributed rank (`RANK`) the process started with; absent in a
+    /// process that has none (and in records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub kind: String,
+    pub verdict: String,
+    pub reason: String,
+    pub source: String,
+}
+
+/// Reads one journal line.
+fn parse_line(line: &str) -> Result<Record, serde_json::Error> {
+    serde_json::from_str(line)
+}
 
 const ALLOWED: Verdict = Verdict {
     allowed: true,

@@ -89,13 +89,12 @@ fn classify_decide_lockdown_and_format_never_allocate() {
         let lock = {
             lockdown::set_startup(false);
             lockdown::enter();
-            lockdown::serving_enter();
-            let lock = lockdown::current();
-            lockdown::serving_exit();
+            let serving = lockdown::serving_entered(0);
+            let lock = lockdown::current(serving);
+            lockdown::serving_exited(serving);
             lockdown::exit();
             lockdown::exit();
             lockdown::depth();
-            lockdown::serving_depth();
             lock
         };
         for argv in &cases {

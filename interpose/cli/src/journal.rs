@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use policy::journal::{parse_line, Record};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::args::{is_help, usage};
@@ -27,6 +27,32 @@ options:
   --json       print the summary as one JSON object
   -h, --help   this text
 ";
+
+/// One line of the journal, as readers see it (policy::journal::format_record
+/// writes it).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Record {
+    pub time: f64,
+    pub pid: i64,
+    pub ppid: i64,
+    pub tid: i64,
+    /// The distributed rank (`RANK`) the process started with; absent in a
+    /// process that has none (and in records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub kind: String,
+    pub verdict: String,
+    pub reason: String,
+    pub source: String,
+}
+
+/// Reads one journal line.
+pub fn parse_line(line: &str) -> Result<Record, serde_json::Error> {
+    serde_json::from_str(line)
+}
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Summary {

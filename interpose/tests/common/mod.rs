@@ -93,11 +93,16 @@ pub fn helpers() -> &'static Helpers {
                 .arg(&include)
                 .arg(src.join(format!("{name}.c")));
             if link_shim {
-                // linked against the shim, as a C user of precompile.h would be
+                // linked against the shim, as a C user of precompile.h would be.
+                // DT_RPATH, not RUNPATH: searched before LD_LIBRARY_PATH, which
+                // `cargo test` points at target/*/deps and target/* (where
+                // another build of the library may sit: a second copy loaded
+                // beside the preloaded one would hook every exec twice).
                 let dir = lib().parent().unwrap();
                 cc.arg("-L")
                     .arg(dir)
                     .arg("-lprecompile")
+                    .arg("-Wl,--disable-new-dtags")
                     .arg(format!("-Wl,-rpath,{}", dir.display()));
             }
             let status = cc

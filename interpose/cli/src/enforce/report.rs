@@ -146,7 +146,7 @@ mod tests {
         let j = dir.join("j.jsonl");
         journal(&j, &r);
         let text = std::fs::read_to_string(&j).unwrap();
-        let rec = policy::journal::parse_line(text.trim_end()).unwrap();
+        let rec = crate::journal::parse_line(text.trim_end()).unwrap();
         assert_eq!((rec.pid, rec.tid, rec.source.as_str()), (7, 8, "enforce"));
         assert_eq!(
             (rec.kind.as_str(), rec.verdict.as_str()),
