@@ -123,14 +123,18 @@ def dynamic_shapes_seen(gm: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def cpp_wrapper_lowering() -> Iterator[None]:
     """While ``compile_to_python`` runs in this block, Inductor compiles the graph
-    with its C++ wrapper (see the module docstring); restored on exit."""
+    with its C++ wrapper (see the module docstring); restored on exit. The wrapper
+    is built apart from its kernels (``cpp_wrapper_build_separate``: the entry at
+    -O1, the kernels at -O3, linked into one library): as one -O3 unit a 32-layer
+    graph's wrapper took 120 s to capture against 42 s with Python's wrapper;
+    apart, about 45 s."""
     from torch._inductor import compile_fx, config
 
     real = compile_fx.compile_fx_inner
 
     def compile_fx_inner(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs["cpp_wrapper"] = True
-        with config.patch(cpp_wrapper=True):
+        with config.patch(cpp_wrapper=True, cpp_wrapper_build_separate=True):
             return real(gm, example_inputs, *args, **kwargs)
 
     compile_fx.compile_fx_inner = compile_fx_inner
