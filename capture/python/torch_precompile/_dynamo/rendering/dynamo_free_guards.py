@@ -628,8 +628,10 @@ def _leaf(method: str, v: str, args: tuple[Any, ...], consts: Consts) -> str:
     if method == "add_dimension_marking_guard":
         expected, absent, dependent = args[0], args[1], args[2]
         # The markers are instance attributes of a tensor, set by mark_dynamic and
-        # friends: one disjointness test of its __dict__ replaces a hasattr each.
-        parts = [f"{v}.__dict__.keys().isdisjoint({tuple(absent)!r})"] if absent else []
+        # friends: one disjointness test of its __dict__ replaces a hasattr each,
+        # and an empty __dict__ (nearly every tensor's) answers before the test.
+        parts = ([f"(not {v}.__dict__ or {v}.__dict__.keys().isdisjoint({tuple(absent)!r}))"]
+                 if absent else [])
         for attr, value in expected.items():
             parts.append(f"(getattr({v}, {attr!r}, set()).issubset({_literal(value, consts, 'a dimension marking')}) "
                          f"if hasattr({v}, {attr!r}) else True)")
