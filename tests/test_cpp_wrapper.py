@@ -1,11 +1,13 @@
-"""A CPU inference graph captured with DynamoTracer + inductor is served through
-Inductor's C++ wrapper: the capture lowers it with ``cpp_wrapper`` on, builds the
-wrapper (which holds every kernel of the graph) for the capture's own call, and
-freezes that one library. Served cold and locked down (strict shim, journal),
-the artifact loads the frozen wrapper through the ``CppWrapperCodeCache``
-stand-in without importing Dynamo or Inductor, runs no compiler, and equals
-eager on other weights and inputs; a call its guards do not cover (another
-batch) is still refused. Where the wrapper does not build at capture, the graph keeps
+"""With Inductor's C++ wrapper on at capture (``torch._inductor.config.cpp_wrapper``,
+as TORCHINDUCTOR_CPP_WRAPPER=1 sets it), a CPU inference graph captured with
+DynamoTracer + inductor is served through that wrapper: the capture lowers it
+with ``cpp_wrapper`` on, builds the wrapper (which holds every kernel of the
+graph) for the capture's own call, and freezes that one library. Served cold
+and locked down (strict shim, journal), the artifact loads the frozen wrapper
+through the ``CppWrapperCodeCache`` stand-in without importing Dynamo or
+Inductor, runs no compiler, and equals eager on other weights and inputs; a
+call its guards do not cover (another batch) is still refused. Without the
+switch, and where the wrapper does not build at capture, the graph keeps
 Inductor's Python wrapper and serves the same way."""
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp, dyn_models as m
 from torch._inductor import codecache
 
-def capture(name, fn):
+def capture(name, fn, cpp_wrapper):
+    torch._inductor.config.cpp_wrapper = cpp_wrapper  # as TORCHINDUCTOR_CPP_WRAPPER=1 sets it
     torch.manual_seed(0)
     model = m.MLP().eval()
     with torch.no_grad():
@@ -39,15 +42,16 @@ def capture(name, fn):
     text = open(f"{{name}}.py").read()
     print(json.dumps([name, "CppWrapperCodeCache.load_pybinding(" in text, "async_compile.cpp_pybinding(" in text]))
 
-capture("wrapped", m.step)
-capture("wrapped_break", m.print_break)
+capture("wrapped", m.step, True)
+capture("wrapped_break", m.print_break, True)
+capture("default", m.step, False)
 
 # a host whose C++ wrapper does not build: the graph keeps Python's wrapper
 real = codecache.CppWrapperCodeCache.load_pybinding
 def no_build(*args, **kwargs):
     raise RuntimeError("the C++ wrapper does not build here")
 codecache.CppWrapperCodeCache.load_pybinding = no_build
-capture("python_wrapper", m.step)
+capture("python_wrapper", m.step, True)
 codecache.CppWrapperCodeCache.load_pybinding = real
 """
 
@@ -95,6 +99,7 @@ def pairs(tmp_path_factory) -> tuple[Path, dict[str, list[bool]]]:
 @pytest.mark.parametrize("name,fn,wrapped", [
     ("wrapped", "step", True),
     ("wrapped_break", "print_break", True),
+    ("default", "step", False),
     ("python_wrapper", "step", False),
 ])
 def test_a_cpu_inference_graph_serves_through_its_frozen_cpp_wrapper(pairs, tmp_path: Path, name: str,

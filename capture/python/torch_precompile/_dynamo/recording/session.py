@@ -144,12 +144,15 @@ class Session:
 
         import torch
         from torch._dynamo.backends.registry import lookup_backend
+        from torch._inductor import config as inductor_config
 
         from ..rendering import dynamo_free_graphs as graphs
         from ..._compat.lowering import compile_to_python
 
         real = lookup_backend(backend)
         lowers = backend == "inductor" and compile_to_python() is not None
+        # Inductor's own switch (TORCHINDUCTOR_CPP_WRAPPER=1): the served programs too
+        cpp_wrapper = lowers and bool(inductor_config.cpp_wrapper)
         seen: list[Any] = []
         package, add = self.package, self.package.add_backend_id
 
@@ -161,7 +164,7 @@ class Session:
                     # outside Dynamo's tracing context: the lowering traces under fake
                     # modes of its own, which Dynamo's would clash with
                     with torch._guards.tracing(None):
-                        program = graphs.lower(gm, inputs, grad, cpp_wrapper=True)
+                        program = graphs.lower(gm, inputs, grad, cpp_wrapper=cpp_wrapper)
                     try:
                         run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
                     except graphs.NotDynamoFree:

@@ -9,12 +9,15 @@ stand-ins. A graph that needs autograd at run time (grad mode on with inputs
 requiring grad) is its forward and backward modules run by an autograd.Function
 (``dynamo_free_autograd``).
 
-A CPU inference graph lowered at capture gets Inductor's C++ wrapper (the
-wrapper and all its kernels one frozen library, served through the
-``CppWrapperCodeCache`` stand-in), which runs a call without a Python statement
-per kernel and buffer; where that lowering or its build fails, and for a graph
-lowered only when the artifact is written (its C++ wrapper was never built, so
-nothing froze it), the program keeps Inductor's Python wrapper.
+With Inductor's C++ wrapper on at capture (``torch._inductor.config.cpp_wrapper``,
+TORCHINDUCTOR_CPP_WRAPPER=1), a CPU inference graph lowered by the capture's
+backend gets it too (the wrapper and all its kernels one frozen library, served
+through the ``CppWrapperCodeCache`` stand-in), which runs a call without a
+Python statement per kernel and buffer; where that lowering or its build fails,
+and for a graph lowered only when the artifact is written (its C++ wrapper was
+never built, so nothing froze it), the program keeps Inductor's Python wrapper.
+It is not the default: building the wrapper costs capture time (scripts/bench
+depth, docs/benchmarks.md).
 
 An Inductor graph is lowered once: the capture's backend lowers it (``lower``)
 and runs the program it got for the capture's own calls (``runnable``), so the
