@@ -18,7 +18,7 @@ Rows, per layer count, each a median of --repeat fresh processes:
                  aoti_compile_and_package and aoti_load_package in one process)
 
 Called by scripts/bench (section "depth"). Usage:
-bench_depth.py [--repeat N] [--layers 2 8 32 80] [--shim PATH]
+bench_depth.py [--repeat N] [--layers 2 8 32 80] [--shim PATH] [--cpp-wrapper]
 """
 
 from __future__ import annotations
@@ -108,11 +108,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--layers", nargs="+", type=int, default=[2, 8, 32, 80])
     ap.add_argument("--shim", default=None)
+    ap.add_argument("--cpp-wrapper", action="store_true",
+                    help="capture with Inductor's C++ wrapper on (TORCHINDUCTOR_CPP_WRAPPER=1): the served "
+                         "programs run it too")
     ap.add_argument("--aoti", action=argparse.BooleanOptionalAction, default=True,
                     help="also AOTInductor (export + aoti_compile_and_package), per call side by side")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-depth-art-"))
-    print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh processes per row")
+    print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh processes per row"
+          + ("; captured with Inductor's C++ wrapper" if a.cpp_wrapper else ""))
     header = ("layers", "capture s", "compile cold s", "ratio", "artifact lines", "py MB", "cache MB",
               "load s", "first out: served s", "eager s", "warm s", "served - eager s",
               "first 20: served ms", "warm ms", "per call: served ms", "warm ms", "AOTI ms", "served/AOTI",
@@ -128,7 +132,7 @@ def main() -> None:
                 for k, v in timed([sys.executable, "-c", code], env, f"bench_depth: {mode} {layers}").items():
                     s.setdefault(f"{mode}.{k}", []).append(v)
 
-            run("capture", host("bench-depth-"))
+            run("capture", {**host("bench-depth-"), **({"TORCHINDUCTOR_CPP_WRAPPER": "1"} if a.cpp_wrapper else {})})
             cold = host("bench-depth-")
             run("cold", cold)
             run("warm", host("bench-depth-", kept=cold["TORCHINDUCTOR_CACHE_DIR"]))

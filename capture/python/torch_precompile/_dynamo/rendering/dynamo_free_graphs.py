@@ -65,7 +65,7 @@ def _fx_program(gm: Any, backend_id: str) -> str:
     )
 
 
-def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str, cpp_wrapper: bool) -> str:
+def _inductor_program(gm: Any, example_inputs: list[Any], backend_id: str, cpp_wrapper: bool = False) -> str:
     import contextlib
 
     import torch
