@@ -165,15 +165,7 @@ class Session:
                     # modes of its own, which Dynamo's would clash with
                     with torch._guards.tracing(None):
                         program = graphs.lower(gm, inputs, grad, cpp_wrapper=cpp_wrapper)
-                    try:
-                        run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
-                    except graphs.NotDynamoFree:
-                        if not program.cpp_wrapper:
-                            raise
-                        # its C++ wrapper did not build here: Python's wrapper
-                        with torch._guards.tracing(None):
-                            program = graphs.lower(gm, inputs, grad)
-                        run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
+                    run = graphs.runnable(program.raw, f"{fn_module}.<graph>")
                 except graphs.NotDynamoFree as e:
                     refused = e
                 else:

@@ -44,7 +44,6 @@ class Program(NamedTuple):
 
     raw: str     # Inductor's own imports: what the capturing process runs
     served: str  # its Inductor imports pointed at the frozen-kernel stand-ins
-    cpp_wrapper: bool = False  # lowered with Inductor's C++ wrapper
 
 
 def _fx_program(gm: Any, backend_id: str) -> str:
@@ -90,7 +89,8 @@ def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFI
     """The graph's standalone program; NotDynamoFree names why it has none
     (NoCompute: nothing for Inductor to lower). ``cpp_wrapper``: with Inductor's C++
     wrapper if the graph is a CPU inference graph and the lowering succeeds that
-    way; the caller must build it (run the raw program) before the kernels freeze."""
+    way; Inductor builds the wrapper while it lowers (inside the capture's kernel
+    block, which freezes it), so a wrapper that does not build falls back here."""
     import torch
 
     from ..._kernels import serve_imports
@@ -109,7 +109,7 @@ def lower(gm: Any, example_inputs: list[Any], grad: bool, backend_id: str = UNFI
         except NotDynamoFree as e:
             log.info("capture: graph %s keeps Python's wrapper (%s)", backend_id, e)
         else:
-            return Program(raw, serve_imports.rewrite(raw), cpp_wrapper="CppWrapperCodeCache" in raw)
+            return Program(raw, serve_imports.rewrite(raw))
     with step("capture: lowered graph %s (%d nodes) to a standalone program", backend_id, len(gm.graph.nodes)):
         raw = _inductor_program(gm, example_inputs, backend_id, cpp_wrapper=False)
     return Program(raw, serve_imports.rewrite(raw))
