@@ -18,6 +18,11 @@ from . import isa
 from .block import KernelBlock
 
 MANIFEST = "kernels.json"
+# The binding flavours a frozen library is loaded by (Inductor's code cache class),
+# and the manifest field holding each one's templates (restore reads them back)
+PYBINDING = "CppPythonBindingsCodeCache"
+CPP_WRAPPER = "CppWrapperCodeCache"
+TEMPLATE_FIELDS = {PYBINDING: "pybinding", CPP_WRAPPER: "cpp_wrapper_binding"}
 
 
 def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, Any]]:
@@ -49,9 +54,9 @@ def freeze(block: KernelBlock) -> tuple[list[tuple[str, str, bytes]], dict[str, 
         "inductor_autotune": len(autotune),
         "ptxas_versions": _ptxas_versions(triton_files),
         "isa": isa.decision() if cpp else {"vec_isa": "", "flags": []},
-        "pybinding": _binding_templates("CppPythonBindingsCodeCache") if cpp else {},
-        "cpp_wrapper_binding": (_binding_templates("CppWrapperCodeCache")
-                                if any(r["binding"] == "CppWrapperCodeCache" for r in cpp) else {}),
+        TEMPLATE_FIELDS[PYBINDING]: _binding_templates(PYBINDING) if cpp else {},
+        TEMPLATE_FIELDS[CPP_WRAPPER]: (_binding_templates(CPP_WRAPPER)
+                                       if any(r["binding"] == CPP_WRAPPER for r in cpp) else {}),
         "capture_compiler_runs": sum(1 for r in runs if r.get("kind") == "compile"),
     }
     entries.append(("kernel_manifest", MANIFEST, json.dumps(manifest, indent=1).encode()))

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from .. import _lockdown
 from .._errors import PrecompileError
 from . import content, isa
-from .freeze import MANIFEST
+from .freeze import CPP_WRAPPER, MANIFEST, PYBINDING, TEMPLATE_FIELDS
 
 _frozen: dict[str, tuple[str, str]] = {}   # content key -> (library path, inductor key)
 # Inductor's binding templates (see freeze), per binding flavour: a kernel's
@@ -38,8 +38,6 @@ _frozen: dict[str, tuple[str, str]] = {}   # content key -> (library path, induc
 _templates: dict[str, dict[str, str]] = {}
 _lock = threading.Lock()
 _hooked = False
-PYBINDING = "CppPythonBindingsCodeCache"
-CPP_WRAPPER = "CppWrapperCodeCache"
 
 
 def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, Any] | None:
@@ -73,7 +71,7 @@ def restore(entries: list[tuple[str, str, bytes]], artifact: str) -> dict[str, A
     with _lock:
         for rec in manifest.get("cpp", []):
             _frozen[rec["content"]] = (os.path.join(root, *rec["entry"].split("/")), rec["key"])
-        for flavour, field in ((PYBINDING, "pybinding"), (CPP_WRAPPER, "cpp_wrapper_binding")):
+        for flavour, field in TEMPLATE_FIELDS.items():
             if manifest.get(field):
                 _templates[flavour] = dict(manifest[field])
     if any(k == "triton" for k, _, _ in wanted):
