@@ -122,6 +122,19 @@ class PrintParent(nn.Module):
         return self.post(self.child(torch.relu(self.pre(x))))
 
 
+class Stack(nn.Module):
+    """Layers in a ModuleList, run in its order: the guards check its keys by position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return x
+
+
 def step(model, x):
     return model(x)
 

@@ -33,6 +33,10 @@ CASES = [
     ("installed_eager", "step", "PrintParent", "eager", False),
     ("installed_inductor", "step", "PrintParent", "inductor", False),
     ("installed_train_inductor", "step", "PrintParent", "inductor", True),
+    ("stack_inductor", "step", "Stack", "inductor", False),
+    # DynamoTracer(dynamic=True): the transformed bytecode reads the batch size
+    # through Dynamo's helpers, which serving stands in for
+    ("dynamic_inductor", "step", "MLP", "inductor", False),
 ]
 NOT_FREE = {"bn_train_inductor": "mutates its inputs"}
 if not has_standalone_lowering():  # torch 2.11: inductor graphs keep AOTAutograd's runtime
@@ -56,7 +60,8 @@ for name, fn, model, backend, grad in {cases!r}:
     lowerings.clear()
     with torch.set_grad_enabled(grad):
         with tp.capture(getattr(m, fn), artifact_path=f"{{name}}.py", cache_path=f"{{name}}.cache",
-                        tracer=tp.DynamoTracer(), backend=backend) as cap:
+                        tracer=tp.DynamoTracer(**({{"dynamic": True}} if "dynamic" in name else {{}})),
+                        backend=backend) as cap:
             cap(model, torch.randn(4, 8))
     text = open(f"{{name}}.py").read()
     meta = read_metadata(text)
@@ -75,11 +80,16 @@ twin.load_state_dict(model.state_dict())
 x = torch.randn(4, 8)
 f = tp.load({code!r}, {cache!r})
 assert f.installed is {name!r}.startswith("installed"), f
+dynamic = "dynamic" in {name!r}
 with torch.set_grad_enabled({grad!r}):
     with tp.no_compilation():
         y = f(model, x)
         ref = getattr(m, {fn!r})(twin, x)
         assert torch.allclose(y, ref, atol=1e-5), (y, ref)
+        if dynamic:  # another batch size serves from the same graph
+            x7 = torch.randn(7, 8)
+            assert torch.allclose(f(model, x7), getattr(m, {fn!r})(twin, x7), atol=1e-5)
+            print("OTHER BATCH")
         if {grad!r}:
             w = torch.linspace(-1, 1, y.numel()).view_as(y)  # a gradient that is not all ones
             (y * w).sum().backward()
@@ -88,7 +98,10 @@ with torch.set_grad_enabled({grad!r}):
                 assert torch.allclose(p.grad, q.grad, atol=1e-5), (n, p.grad, q.grad)
             print("GRADS", len(list(model.parameters())))
     print("HEAVY", sorted(n for n in ("torch._dynamo", "torch._inductor") if n in sys.modules))
-    for bad, what in ((torch.randn(5, 8), "size"), (torch.randn(4, 8, dtype=torch.float64), "dtype")):
+    bad_inputs = [(torch.randn(4, 8, dtype=torch.float64), "dtype")]
+    if not dynamic:
+        bad_inputs.append((torch.randn(5, 8), "size"))
+    for bad, what in bad_inputs:
         try:
             f(model, bad)
         except tp.PrecompileError as e:
@@ -123,11 +136,67 @@ def test_cold_serve_imports_neither_dynamo_nor_inductor(pairs, tmp_path: Path, n
     code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"),
                         fn=fn, model=model, grad=grad, name=name)
     r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
-    assert "SERVED" in r.stdout and r.stdout.count("REFUSED") == 2, r.stdout
+    dynamic = "dynamic" in name
+    assert "SERVED" in r.stdout and r.stdout.count("REFUSED") == (1 if dynamic else 2), r.stdout
+    assert ("OTHER BATCH" in r.stdout) == dynamic, r.stdout
     assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
     assert ("GRADS" in r.stdout) == grad, r.stdout
     if free:
         assert "HEAVY []" in r.stdout, "a Dynamo-free artifact imported Dynamo or Inductor: " + r.stdout
+
+
+STACK = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, dyn_models as m
+torch.manual_seed(1)
+model = m.Stack()
+with torch.no_grad():
+    for p in model.parameters():  # other weights than the capture's
+        p.add_(0.1 * torch.randn_like(p))
+x = torch.randn(4, 8)
+f = tp.load({code!r}, {cache!r})
+
+def served_or_refused(what):
+    ref = m.step(model, x)
+    try:
+        y = f(model, x)
+    except tp.PrecompileError as e:
+        assert "failed guards" in str(e), str(e)
+        print(what, e, file=sys.stderr)
+        print(what, "REFUSED")
+    else:
+        assert torch.allclose(y, ref, atol=1e-5), (what, y, ref)
+        print(what, "EQUAL")
+
+with tp.no_compilation(), torch.no_grad():  # captured with grad off
+    served_or_refused("captured")
+    model.layers[1] = torch.nn.Linear(8, 8)  # another layer of the same type, in place
+    served_or_refused("replaced")
+    mods = model.layers._modules
+    items = list(mods.items())
+    mods.clear()
+    mods.update(reversed(items))  # the same keys in another order: run in that order
+    served_or_refused("reordered")
+    mods.clear()
+    mods.update(items)
+    served_or_refused("restored")
+    model.layers.append(torch.nn.Linear(8, 8))
+    served_or_refused("appended")
+"""
+
+
+@pytest.mark.slow
+def test_module_list_order_is_guarded(pairs, tmp_path: Path) -> None:
+    """A ModuleList runs in its keys' order and the graph reads its layers by key,
+    so the guards check each key at its position (read in one pass over the dict):
+    the same keys reordered, or a layer more, is refused; a layer replaced by one of
+    the same type serves with its weights; each served call equals eager."""
+    d, _ = pairs
+    code = STACK.format(tests=str(TESTS), code=str(d / "stack_inductor.py"), cache=str(d / "stack_inductor.cache"))
+    r = run_python(code, cwd=tmp_path).check()
+    assert r.stdout.split() == ["captured", "EQUAL", "replaced", "EQUAL", "reordered", "REFUSED",
+                                "restored", "EQUAL", "appended", "REFUSED"], r.stdout
 
 
 @pytest.mark.slow

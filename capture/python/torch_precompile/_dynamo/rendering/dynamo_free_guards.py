@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import keyword
 import math
+import re
 import types
 from typing import Any, Iterator
 
@@ -343,10 +344,11 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
     tail = [(rename(cond), text) for cond, text in tail]
     verbose_table: list[str] = []
     fast, slow = [], []
+    keyed: set[str] = set()  # dicts whose keys the fast check has read into a tuple
     for item in lines:
         if item[0] == "node":
             _, v, expr, where = item
-            fast.append(f"        {v} = {expr}")
+            fast.append(f"        {v} = {_positional(expr, keyed, fast)}")
             slow.append(f"        at = {where!r}")
             slow.append(f"        {v} = {expr}")
         else:
@@ -392,6 +394,25 @@ def render(rec: Recording, scope: dict[str, Any]) -> Program:
         "    return check, explain\n"
     )
     return Program(source, consts, [(t.spec, t.sizes, t.strides) for t in tensors], global_state, shape_names)
+
+
+_NTH = re.compile(r"_pc_nth_(key|value)\((\w+), (\d+)\)")
+
+
+def _positional(expr: str, keyed: set[str], fast: list[str]) -> str:
+    """A key or value read by position, as the fast check writes it: the dict's
+    keys read into a tuple once, before its first such read, and indexed (one
+    walk of the dict, as Dynamo's DictGuardManager makes one pass, where a walk
+    per read made a ModuleList of n layers cost n*n/2 steps per call)."""
+    m = _NTH.fullmatch(expr)
+    if m is None:
+        return expr
+    kind, parent, index = m.groups()
+    keys = f"{parent}_keys"
+    if parent not in keyed:
+        keyed.add(parent)
+        fast.append(f"        {keys} = tuple({parent})")
+    return f"{keys}[{index}]" if kind == "key" else f"{parent}[{keys}[{index}]]"
 
 
 def _distinct(lines: list[tuple[str, ...]]) -> tuple[list[tuple[str, ...]], Any]:

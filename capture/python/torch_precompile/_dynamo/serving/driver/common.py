@@ -200,16 +200,48 @@ def _pc_on_this_host(global_state):
     return _json.dumps(fields)
 
 
+def _pc_object_setattr_ignore_descriptor(obj, name, value):
+    """torch._dynamo.utils' helper the transformed bytecode replays an attribute
+    set the traced code made with, on every call: the instance-dict update of
+    CPython's generic setattr (a threading.local keeps its per-thread dict apart)."""
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        import threading as _threading
+
+        if not isinstance(obj, _threading.local):
+            raise
+        d = _threading.local.__getattribute__(obj, "__dict__")
+    d[name] = value
+
+
+# What the transformed bytecode reads off Dynamo's modules outside a profiler,
+# served without importing Dynamo: the attribute-set replay, and the size
+# reads of a dynamic graph's inputs (Dynamo's are the same reads, wrapped so
+# that Dynamo does not trace them: nothing traces here while Dynamo is absent).
+_PC_LAZY_STAND_INS = {
+    ("torch._dynamo.utils", "object_setattr_ignore_descriptor"): _pc_object_setattr_ignore_descriptor,
+    ("torch._dynamo.utils", "call_size"): lambda x, i: x.size(i),
+    ("torch._dynamo.utils", "call_stride"): lambda x, i: x.stride(i),
+    ("torch._dynamo.utils", "call_storage_offset"): lambda x: x.storage_offset(),
+}
+
+
 class _PcLazyModule:
     """An import alias of one of Dynamo's own modules: the transformed bytecode
     loads it around each graph call but reads it only while a profiler runs or to
-    replay an attribute set the traced code made, so the import waits for that
-    first attribute read (and the module is kept for the next)."""
+    replay an attribute set the traced code made or read a dynamic size (stand-ins
+    above while Dynamo is not imported), so the import waits for the first other
+    read (and the module is kept for the next)."""
 
     def __init__(self, name):
         self._pc_name = name
 
     def __getattr__(self, attr):
+        if self._pc_name not in _sys.modules:  # else Dynamo's own, as imported
+            stand_in = _PC_LAZY_STAND_INS.get((self._pc_name, attr))
+            if stand_in is not None:
+                return stand_in
         try:
             module = self.__dict__["_pc_module"]
         except KeyError:
