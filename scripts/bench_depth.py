@@ -1,6 +1,6 @@
-"""Benchmark: cost against depth (issue 39's table), a tiny-width Llama (hidden 64,
-random weights) at several layer counts, default DynamoTracer and inductor, side by
-side with torch.compile and eager in one run.
+"""Benchmark: cost against depth (issue 39's table), a tiny-width Llama (hidden 64
+unless --hidden, random weights) at several layer counts, default DynamoTracer and
+inductor, side by side with torch.compile and eager in one run.
 
 Rows, per layer count, each a median of --repeat fresh processes:
 
@@ -16,9 +16,12 @@ Rows, per layer count, each a median of --repeat fresh processes:
   per call       median milliseconds of 50 calls after those: served,
                  torch.compile warm, AOTInductor (torch.export, then
                  aoti_compile_and_package and aoti_load_package in one process)
+  interleaved    served and AOTInductor per call in one process, 15 rounds
+                 alternating between them, medians: calls across fresh
+                 processes vary by a quarter on a shared machine, this less
 
 Called by scripts/bench (section "depth"). Usage:
-bench_depth.py [--repeat N] [--layers 2 8 32 80] [--shim PATH] [--cpp-wrapper]
+bench_depth.py [--repeat N] [--layers 2 8 32 80] [--hidden 64] [--shim PATH] [--cpp-wrapper]
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ import hf_models as hm
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging
 logging.set_verbosity_error()
-mode, layers, art = {mode!r}, {layers!r}, {art!r}
+mode, layers, hidden, art = {mode!r}, {layers!r}, {hidden!r}, {art!r}
 torch.manual_seed(0)
-cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+cfg = LlamaConfig(vocab_size=128, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 model = LlamaForCausalLM(cfg).eval()
 x = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(1))
@@ -77,8 +80,9 @@ with torch.no_grad():
         import torch_precompile as tp
         a = time.perf_counter(); f = tp.load(art + ".py", art + ".cache"); out["load"] = time.perf_counter() - a
         with tp.no_compilation():
-            torch.testing.assert_close(f(model, x), step(model, x))
-            print("FIRST", flush=True)
+            y = f(model, x)
+            print("FIRST", flush=True)  # before the check's eager call, which eager's row does not make
+            torch.testing.assert_close(y, step(model, x))
             calls(f)
     elif mode == "aoti":  # AOTInductor: export, compile and package, then load and call
         class Logits(torch.nn.Module):
@@ -96,6 +100,25 @@ with torch.no_grad():
         out["aoti_load"] = time.perf_counter() - a
         torch.testing.assert_close(runner(x), step(model, x))
         calls(lambda m, ids: runner(ids))
+    elif mode == "interleaved":  # served and AOTInductor side by side in this one process
+        import statistics
+        import torch_precompile as tp
+        f = tp.load(art + ".py", art + ".cache")
+        runner = torch._inductor.aoti_load_package(art + ".pt2")
+        sides = {{"served": lambda: f(model, x), "aoti": lambda: runner(x)}}
+        n = max(5, 400 // layers)
+        per = {{k: [] for k in sides}}
+        with tp.no_compilation():
+            for g in sides.values():
+                for _ in range(20):
+                    g()
+            for _ in range(15):
+                for k, g in sides.items():
+                    a = time.perf_counter()
+                    for _ in range(n):
+                        g()
+                    per[k].append((time.perf_counter() - a) / n)
+        out.update({{k + "_ms": statistics.median(v) * 1e3 for k, v in per.items()}})
     else:
         step(model, x)
         print("FIRST", flush=True)
@@ -107,6 +130,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--layers", nargs="+", type=int, default=[2, 8, 32, 80])
+    ap.add_argument("--hidden", type=int, default=64,
+                    help="the model's width (intermediate 2x, 4 heads, 2 KV heads)")
     ap.add_argument("--shim", default=None)
     ap.add_argument("--cpp-wrapper", action="store_true",
                     help="capture with Inductor's C++ wrapper on (TORCHINDUCTOR_CPP_WRAPPER=1): the served "
@@ -115,12 +140,12 @@ def main() -> None:
                     help="also AOTInductor (export + aoti_compile_and_package), per call side by side")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-depth-art-"))
-    print(f"machine: {os.cpu_count()} cores; medians of {a.repeat} fresh processes per row"
+    print(f"machine: {os.cpu_count()} cores; hidden {a.hidden}; medians of {a.repeat} fresh processes per row"
           + ("; captured with Inductor's C++ wrapper" if a.cpp_wrapper else ""))
     header = ("layers", "capture s", "compile cold s", "ratio", "artifact lines", "py MB", "cache MB",
               "load s", "first out: served s", "eager s", "warm s", "served - eager s",
               "first 20: served ms", "warm ms", "per call: served ms", "warm ms", "AOTI ms", "served/AOTI",
-              "AOTI compile s", "journal")
+              "AOTI compile s", "journal", "interleaved: served ms", "AOTI ms", "served/AOTI")
     rows = []
     for layers in a.layers:
         s: dict[str, list[float]] = {}
@@ -128,7 +153,7 @@ def main() -> None:
             art = str(work / f"llama{layers}")
 
             def run(mode: str, env: dict[str, str]) -> None:
-                code = CHILD.format(mode=mode, layers=layers, art=art, tests=str(TESTS))
+                code = CHILD.format(mode=mode, layers=layers, hidden=a.hidden, art=art, tests=str(TESTS))
                 for k, v in timed([sys.executable, "-c", code], env, f"bench_depth: {mode} {layers}").items():
                     s.setdefault(f"{mode}.{k}", []).append(v)
 
@@ -140,6 +165,7 @@ def main() -> None:
             run("eager", host("bench-depth-"))
             if a.aoti:
                 run("aoti", host("bench-depth-"))
+                run("interleaved", host("bench-depth-"))
         m = {k: statistics.median(v) for k, v in s.items()}
         code = Path(art + ".py").read_bytes()
         rows.append((layers, m["capture.capture"], m["cold.first_call"], m["capture.capture"] / m["cold.first_call"],
@@ -148,10 +174,13 @@ def main() -> None:
                      m["serve.first"] - m["eager.first"], m["serve.first20_ms"], m["warm.first20_ms"],
                      m["serve.per_call_ms"], m["warm.per_call_ms"], m.get("aoti.per_call_ms", float("nan")),
                      m["serve.per_call_ms"] / m.get("aoti.per_call_ms", float("nan")),
-                     m.get("aoti.aoti_compile", float("nan")), int(max(s.get("serve.journal", [0])))))
+                     m.get("aoti.aoti_compile", float("nan")), int(max(s.get("serve.journal", [0]))),
+                     m.get("interleaved.served_ms", float("nan")), m.get("interleaved.aoti_ms", float("nan")),
+                     m.get("interleaved.served_ms", float("nan")) / m.get("interleaved.aoti_ms", float("nan"))))
     print_table(header, rows, "capture ratio = capture / torch.compile cold's first call (goal <= 1.0); first output "
                 "= spawn -> first output; served = cold locked-down serve; warm = torch.compile with the cold "
-                "run's Inductor cache; journal = compiler records while serving")
+                "run's Inductor cache; journal = compiler records while serving; interleaved = per call in one process, "
+                "alternating served and AOTInductor")
 
 
 if __name__ == "__main__":

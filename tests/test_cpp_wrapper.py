@@ -42,6 +42,16 @@ def capture(name, fn, cpp_wrapper):
     text = open(f"{{name}}.py").read()
     print(json.dumps([name, "CppWrapperCodeCache.load_pybinding(" in text, "async_compile.cpp_pybinding(" in text]))
 
+# a transformers model: a tiny Llama, its logits
+import hf_models as hm
+torch._inductor.config.cpp_wrapper = True
+llama = hm.llama()
+with torch.no_grad():
+    with tp.capture(hm.lm_logits, artifact_path="llama.py", cache_path="llama.cache",
+                    tracer=tp.DynamoTracer(), backend="inductor") as cap:
+        cap(llama, hm.tokens(1, 8))
+print(json.dumps(["llama", "CppWrapperCodeCache.load_pybinding(" in open("llama.py").read(), False]))
+
 capture("wrapped", m.step, True)
 capture("wrapped_break", m.print_break, True)
 capture("default", m.step, False)
@@ -88,6 +98,50 @@ print("WRAPPERS", served)
 """
 
 
+LLAMA = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, hf_models as hm
+from torch_precompile._kernels import restore
+served = []
+frozen = restore.frozen_cpp_wrapper
+def counted(*args, **kwargs):
+    entry = frozen(*args, **kwargs)
+    served.append(entry is not None)
+    return entry
+restore.frozen_cpp_wrapper = counted
+model = hm.llama()
+torch.manual_seed(7)
+with torch.no_grad():
+    for p in model.parameters():  # other weights than the capture's
+        p.add_(0.1 * torch.randn_like(p))
+f = tp.load({code!r}, {cache!r})
+with torch.no_grad(), tp.no_compilation():
+    for seed in (2, 3):  # other tokens than the capture's
+        ids = hm.tokens(1, 8, seed=seed)
+        torch.testing.assert_close(f(model, ids), hm.lm_logits(model, ids))
+    print("EQUAL")
+    model.config.output_hidden_states = True  # a config entry the capture saw False
+    ids = hm.tokens(1, 8, seed=4)
+    try:
+        y = f(model, ids)
+    except tp.PrecompileError as e:
+        assert "failed guards" in str(e), str(e)
+        print("CONFIG REFUSED")
+    else:
+        torch.testing.assert_close(y, hm.lm_logits(model, ids))
+        print("CONFIG EQUAL")
+    model.config.output_hidden_states = False
+    torch.testing.assert_close(f(model, ids), hm.lm_logits(model, ids))
+    try:
+        f(model, hm.tokens(2, 8))
+    except tp.PrecompileError as e:
+        assert "failed guards" in str(e), str(e)
+        print("BATCH REFUSED")
+print("WRAPPERS", served)
+"""
+
+
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory) -> tuple[Path, dict[str, list[bool]]]:
     d = tmp_path_factory.mktemp("cpp_wrapper")
@@ -116,3 +170,19 @@ def test_a_cpu_inference_graph_serves_through_its_frozen_cpp_wrapper(pairs, tmp_
     graphs = 2 if fn == "print_break" else 1
     expected = f"WRAPPERS {[True] * graphs}" if wrapped else "WRAPPERS []"
     assert expected in r.stdout, r.stdout
+
+
+def test_a_transformers_model_serves_through_its_frozen_cpp_wrapper(pairs, tmp_path: Path) -> None:
+    """A tiny Llama's logits through the frozen wrapper, cold and locked down, on
+    other weights and tokens: equal to eager; a config entry the capture saw
+    otherwise is refused or equal to eager, and serves again once restored."""
+    d, rows = pairs
+    assert rows["llama"][0] is True, rows["llama"]
+    env, journal = cold_host(tmp_path)
+    code = LLAMA.format(tests=str(TESTS), code=str(d / "llama.py"), cache=str(d / "llama.cache"))
+    r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
+    lines = r.stdout.splitlines()
+    assert "EQUAL" in lines and "BATCH REFUSED" in lines, r.stdout
+    assert "CONFIG REFUSED" in lines or "CONFIG EQUAL" in lines, r.stdout
+    assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
+    assert "WRAPPERS [True" in r.stdout and "False" not in r.stdout.split("WRAPPERS", 1)[1], r.stdout
