@@ -16,9 +16,9 @@ Rows, per layer count, each a median of --repeat fresh processes:
   per call       median milliseconds of 50 calls after those: served,
                  torch.compile warm, AOTInductor (torch.export, then
                  aoti_compile_and_package and aoti_load_package in one process)
-  interleaved    served and AOTInductor per call in one process, 15 rounds
-                 alternating between them, medians: calls across fresh
-                 processes vary by a quarter on a shared machine, this less
+  one process    served, torch.compile warm and AOTInductor per call in one
+                 process, 15 rounds alternating between them, medians: calls
+                 across fresh processes vary by a quarter on a shared machine
 
 Called by scripts/bench (section "depth"). Usage:
 bench_depth.py [--repeat N] [--layers 2 8 32 80] [--hidden 64] [--shim PATH] [--cpp-wrapper]
@@ -100,12 +100,14 @@ with torch.no_grad():
         out["aoti_load"] = time.perf_counter() - a
         torch.testing.assert_close(runner(x), step(model, x))
         calls(lambda m, ids: runner(ids))
-    elif mode == "interleaved":  # served and AOTInductor side by side in this one process
+    elif mode == "interleaved":  # served, torch.compile warm and AOTInductor in this one process
         import statistics
         import torch_precompile as tp
         f = tp.load(art + ".py", art + ".cache")
         runner = torch._inductor.aoti_load_package(art + ".pt2")
-        sides = {{"served": lambda: f(model, x), "aoti": lambda: runner(x)}}
+        warm = torch.compile(step)  # the cold run's Inductor cache kept
+        warm(model, x)
+        sides = {{"served": lambda: f(model, x), "warm": lambda: warm(model, x), "aoti": lambda: runner(x)}}
         n = max(5, 400 // layers)
         per = {{k: [] for k in sides}}
         with tp.no_compilation():
@@ -145,7 +147,7 @@ def main() -> None:
     header = ("layers", "capture s", "compile cold s", "ratio", "artifact lines", "py MB", "cache MB",
               "load s", "first out: served s", "eager s", "warm s", "served - eager s",
               "first 20: served ms", "warm ms", "per call: served ms", "warm ms", "AOTI ms", "served/AOTI",
-              "AOTI compile s", "journal", "interleaved: served ms", "AOTI ms", "served/AOTI")
+              "AOTI compile s", "journal", "one process: served ms", "warm ms", "AOTI ms", "served/warm", "served/AOTI")
     rows = []
     for layers in a.layers:
         s: dict[str, list[float]] = {}
@@ -165,8 +167,9 @@ def main() -> None:
             run("eager", host("bench-depth-"))
             if a.aoti:
                 run("aoti", host("bench-depth-"))
-                run("interleaved", host("bench-depth-"))
+                run("interleaved", host("bench-depth-", kept=cold["TORCHINDUCTOR_CACHE_DIR"]))
         m = {k: statistics.median(v) for k, v in s.items()}
+        nan = float("nan")
         code = Path(art + ".py").read_bytes()
         rows.append((layers, m["capture.capture"], m["cold.first_call"], m["capture.capture"] / m["cold.first_call"],
                      code.count(b"\n"), len(code) / 1e6, Path(art + ".cache").stat().st_size / 1e6,
@@ -175,12 +178,14 @@ def main() -> None:
                      m["serve.per_call_ms"], m["warm.per_call_ms"], m.get("aoti.per_call_ms", float("nan")),
                      m["serve.per_call_ms"] / m.get("aoti.per_call_ms", float("nan")),
                      m.get("aoti.aoti_compile", float("nan")), int(max(s.get("serve.journal", [0]))),
-                     m.get("interleaved.served_ms", float("nan")), m.get("interleaved.aoti_ms", float("nan")),
-                     m.get("interleaved.served_ms", float("nan")) / m.get("interleaved.aoti_ms", float("nan"))))
+                     m.get("interleaved.served_ms", nan), m.get("interleaved.warm_ms", nan),
+                     m.get("interleaved.aoti_ms", nan),
+                     m.get("interleaved.served_ms", nan) / m.get("interleaved.warm_ms", nan),
+                     m.get("interleaved.served_ms", nan) / m.get("interleaved.aoti_ms", nan)))
     print_table(header, rows, "capture ratio = capture / torch.compile cold's first call (goal <= 1.0); first output "
                 "= spawn -> first output; served = cold locked-down serve; warm = torch.compile with the cold "
-                "run's Inductor cache; journal = compiler records while serving; interleaved = per call in one process, "
-                "alternating served and AOTInductor")
+                "run's Inductor cache; journal = compiler records while serving; one process = per call in one process, "
+                "alternating served, torch.compile warm and AOTInductor")
 
 
 if __name__ == "__main__":
