@@ -65,10 +65,8 @@ capture("python_wrapper", m.step, True)
 codecache.CppWrapperCodeCache.load_pybinding = real
 """
 
-SERVE = r"""
-import sys
-sys.path.insert(0, {tests!r})
-import torch, torch_precompile as tp, dyn_models as m
+# Counts the graphs served through a frozen C++ wrapper (True) or not (False).
+COUNTING = """
 from torch_precompile._kernels import restore
 served = []
 frozen = restore.frozen_cpp_wrapper
@@ -77,6 +75,13 @@ def counted(*args, **kwargs):
     served.append(entry is not None)
     return entry
 restore.frozen_cpp_wrapper = counted
+"""
+
+SERVE = r"""
+import sys
+sys.path.insert(0, {tests!r})
+import torch, torch_precompile as tp, dyn_models as m
+{counting}
 torch.manual_seed(7)  # other weights than the capture's
 model = m.MLP().eval()
 with torch.no_grad():
@@ -102,14 +107,7 @@ LLAMA = r"""
 import sys
 sys.path.insert(0, {tests!r})
 import torch, torch_precompile as tp, hf_models as hm
-from torch_precompile._kernels import restore
-served = []
-frozen = restore.frozen_cpp_wrapper
-def counted(*args, **kwargs):
-    entry = frozen(*args, **kwargs)
-    served.append(entry is not None)
-    return entry
-restore.frozen_cpp_wrapper = counted
+{counting}
 model = hm.llama()
 torch.manual_seed(7)
 with torch.no_grad():
@@ -162,7 +160,8 @@ def test_a_cpu_inference_graph_serves_through_its_frozen_cpp_wrapper(pairs, tmp_
     has_wrapper, has_python_kernels = rows[name]
     assert has_wrapper is wrapped and has_python_kernels is not wrapped, rows[name]
     env, journal = cold_host(tmp_path)
-    code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"), fn=fn)
+    code = SERVE.format(tests=str(TESTS), code=str(d / f"{name}.py"), cache=str(d / f"{name}.cache"), fn=fn,
+                        counting=COUNTING)
     r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
     assert "REFUSED" in r.stdout, r.stdout
     assert read_journal(journal) == [], "the cold serve ran (or tried to run) a compiler"
@@ -179,7 +178,8 @@ def test_a_transformers_model_serves_through_its_frozen_cpp_wrapper(pairs, tmp_p
     d, rows = pairs
     assert rows["llama"][0] is True, rows["llama"]
     env, journal = cold_host(tmp_path)
-    code = LLAMA.format(tests=str(TESTS), code=str(d / "llama.py"), cache=str(d / "llama.cache"))
+    code = LLAMA.format(tests=str(TESTS), code=str(d / "llama.py"), cache=str(d / "llama.cache"),
+                        counting=COUNTING)
     r = run_python(code, preload=True, env=env, cwd=tmp_path / "cwd").check()
     lines = r.stdout.splitlines()
     assert "EQUAL" in lines and "BATCH REFUSED" in lines, r.stdout
