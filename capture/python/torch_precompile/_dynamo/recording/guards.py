@@ -115,6 +115,9 @@ class Ledger:
         self.by_state: dict[bytes, frozenset[Fact]] = {}
         self._pending: dict[FrameKey, frozenset[Fact]] = {}
         self._runtime: list[Any] = []
+        # the classes of what the guards read (render.class_paths: the methods
+        # the trace found through them)
+        self.classes: dict[type, None] = {}
 
     def filter(self, entries: Sequence[Any]) -> list[bool]:
         decisions = [bool(k) for k in (self._user_filter or default_filter)(entries)]
@@ -148,6 +151,8 @@ class Ledger:
                 # serialized guards only as invariant or checked by its pin
                 verdict = identity.judge(e)
                 pin, proof = verdict.pin, verdict.why if verdict.kind == identity.INVARIANT else ""
+            pin = pin or hook_pin(e)
+            self._note_class(e)
             code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
             facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin, proof))
         if rank_read and not any(f.pin and f.pin[1][0] == "process_group" and f.pin[1][3] is not None
@@ -188,8 +193,17 @@ class Ledger:
         if facts is None:
             return None
         out = {f.pin for f in facts if f.pin is not None
-               and (not f.enforced or (f.guard_type, f.source) in policy)}
+               and (not f.enforced or (f.guard_type, f.source) in policy or f.pin[1][0] == "hooks")}
         return sorted(out, key=repr)
+
+    def _note_class(self, e: Any) -> None:
+        try:
+            if e.has_value:
+                cls = e.value if isinstance(e.value, type) else type(e.value)
+                if cls.__module__ != "builtins":
+                    self.classes.setdefault(cls, None)
+        except Exception:  # noqa: BLE001 - inside Dynamo's compile: a value that refuses to be read
+            pass
 
     def _warn_early(self, facts: set[Fact]) -> None:
         """Say now, not after every remaining compile, that the write will refuse."""
@@ -445,6 +459,31 @@ def proof_of(e: Any) -> str:
     return "a module, class or code object fixed once its module is imported"
 
 
+
+
+# A module's hook dicts and the process-wide ones (torch.nn.modules.module).
+HOOK_DICTS = frozenset({
+    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
+    "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+    "_global_backward_pre_hooks", "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called"})
+
+
+def hook_pin(e: Any) -> tuple[str, tuple[Any, ...]] | None:
+    """A pin on a hook dict the trace read: how many hooks it holds. Dynamo
+    guards an empty one with EMPTY_NN_MODULE_HOOKS_DICT, which emits no check
+    under its default ``skip_nnmodule_hook_guards`` (and the process-wide dicts
+    by their type alone); the hooks a non-empty one holds are traced into the
+    graph and checked by their own pins. So a hook added, or removed, in the
+    serving process is refused instead of silently not run."""
+    from ..pin_recipes import make
+
+    src = e.orig_guard.originating_source
+    if (type(src).__name__ != "AttrSource" or src.member not in HOOK_DICTS or not e.has_value
+            or not isinstance(e.value, dict)):
+        return None
+    expr = src.name
+    return (expr, make("hooks", len(e.value))) if plain_expression(expr) else None
 
 
 def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:

@@ -239,6 +239,27 @@ def _pc_spelled_test(frame, expr, recipe):
     return lambda value: None if value is not _PC_GONE and repr(value) == text else why
 
 
+def _pc_hooks_test(frame, expr, recipe):
+    """A module's hook dict, or a process-wide one: as many hooks as the capture
+    ran with. The graph holds the hooks in force at capture (each checked by a pin
+    of its own); Dynamo leaves an empty dict unguarded (skip_nnmodule_hook_guards),
+    so a hook added since would not run at all."""
+    count = recipe[1]
+    slot = _pc_spelled_slot(expr)
+
+    def test(hooks):
+        try:
+            held = [_pc_named(h) for h in hooks.values()]
+        except Exception:  # noqa: BLE001 - not a hook dict any more
+            return (f"{slot} is not the hook dict {frame['name']!r} was captured with; capture again")
+        if len(held) == count:
+            return None
+        return (f"{slot} holds {len(held)} hook(s) ({', '.join(held) or 'none'}) and {frame['name']!r} "
+                f"was captured with {count} there: the graph runs the capture's hooks only. Remove "
+                "the hook for this call, or capture again with it registered")
+    return test
+
+
 # kind -> (test maker, fast condition or None: always tested)
 _PC_PIN_TESTS = {
     "code": (_pc_code_test, "v is O[{i}] and v.__code__ is C[{i}] and v.__defaults__ is D[{i}]"),
@@ -255,6 +276,7 @@ _PC_PIN_TESTS = {
     "wrapper": (_pc_wrapper_test, None),
     "optimizer": (_pc_optimizer_test, None),
     "spelled": (_pc_spelled_test, None),
+    "hooks": (_pc_hooks_test, "len(v) == {n}"),
 }
 
 # What a pinned binding that can no longer be read holds: it has moved.
@@ -284,6 +306,11 @@ def _pc_pin_checks(frame, pins, scope):
             tests.append(_pc_config_check(frame, recipe))
             lines.append(f"    if S({i}, None, L, G) is not None: return False")
             continue
+        if recipe[0] == "class_paths":
+            reads.append(None)
+            tests.append(_pc_class_paths_check(frame, recipe))
+            lines.append(f"    if S({i}, None, L, G) is not None: return False")
+            continue
         if recipe[0] not in _PC_PIN_TESTS:
             _pc_fail(f"the artifact checks {expr} by a recipe this driver does not know "
                      f"({recipe[0]!r}); load it with the torch_precompile that wrote it")
@@ -291,7 +318,7 @@ def _pc_pin_checks(frame, pins, scope):
         reads.append(eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins}))
         tests.append(make(frame, expr, recipe))
         lines.append(f"    v = {_pc_shared_reads(expr, lines, prefixes)}")
-        held = f"not ({fast.format(i=i)}) and " if fast else ""
+        held = f"not ({fast.format(i=i, n=recipe[1] if recipe[0] == 'hooks' else None)}) and " if fast else ""
         lines.append(f"    if {held}S({i}, v, L, G) is not None: return False")
 
     def settle(i, value, f_locals, scope_):
@@ -454,4 +481,62 @@ def _pc_config_check(frame, recipe):
         if got != want:
             _pc_fail(f"{module}.{key} is {got!r}, the capture of {frame['name']!r} ran with "
                      f"{want!r}; set it back or capture again with this setting")
+    return check
+
+
+def _pc_class_paths_check(frame, recipe):
+    """The methods the trace reached through a class (``self.extra``, a base's
+    ``forward``): each name must still find, along the class's MRO, a function
+    of the fingerprint the capture traced. Dynamo trusts a class's contents once
+    its identity matches; no identity outlives the process, so a method rebound
+    on its class, or a library class patched in one process and not the other,
+    is seen here. Fast path: the dicts along each MRO hold the objects the last
+    call verified."""
+    paths = [tuple(p) for p in recipe[1]]
+    main = getattr(_sys.modules.get("__main__"), "__file__", None)
+    main = _os.path.realpath(main) if isinstance(main, str) else None
+    if main != globals().get("MAIN_SCRIPT"):  # another script: its classes are not the capture's
+        paths = [p for p in paths if p[0] != "__main__"]
+    fast = []
+
+    def resolve(module, qualname, name):
+        cls = _pc_make(("attr", module, qualname), f"the class {module}.{qualname}")
+        for i, klass in enumerate(cls.__mro__):
+            held = klass.__dict__.get(name, _PC_GONE)
+            if held is not _PC_GONE:
+                return cls, i, held
+        return cls, None, _PC_GONE
+
+    def verify():
+        checks = []
+        for module, qualname, name, captured, fingerprint in paths:
+            cls, at, held = resolve(module, qualname, name)
+            fn = held
+            while isinstance(fn, (staticmethod, classmethod)):
+                fn = fn.__func__
+            if isinstance(fn, property):
+                fn = fn.fget
+            fn = getattr(fn, "_torchdynamo_inline", fn)
+            if not isinstance(fn, _types.FunctionType) or _pc_fingerprint(fn) != fingerprint:
+                found = "nothing" if held is _PC_GONE else _pc_named(fn)
+                where = "" if at is None else f" (from {cls.__mro__[at].__qualname__})"
+                same = (found == f"the function {captured}")
+                _pc_fail(f"{module}.{qualname}.{name} finds {found}{where} here, and {frame['name']!r} "
+                         f"was captured with {'another version of it' if same else captured} there (a "
+                         "method rebound on its class, or a library class patched in one process and "
+                         "not the other): the graph runs the captured code. Serve with the class as "
+                         "captured, or capture again")
+            dicts = tuple(k.__dict__ for k in cls.__mro__[:at + 1])
+            checks.append((dicts, name, held, fn, fn.__code__, fn.__defaults__))
+        fast[:] = checks
+
+    def check(_scope, _f_locals):
+        for dicts, name, held, fn, code, defaults in fast:
+            if (dicts[-1].get(name) is not held or fn.__code__ is not code or fn.__defaults__ is not defaults
+                    or any(name in d for d in dicts[:-1])):
+                break
+        else:
+            if fast or not paths:
+                return
+        verify()
     return check
