@@ -31,8 +31,9 @@ By stage, each importing only the stages after it and the shared modules
 
 Shared by every stage, spelled alike in capture and serving: ``spelling`` (guard
 sources, slots, frame keys), ``minted`` (the globals Dynamo mints into a module),
-``pin_recipes`` (the one vocabulary of pin recipes) and ``captured_values`` (the
-driver's value guards, run by the capture too).
+``pin_recipes`` (the one vocabulary of pin recipes), ``captured_values`` (the
+driver's value guards, run by the capture too) and ``class_paths`` (the methods a
+trace found through a class, which MakeFx artifacts check too).
 
 No torch import here (TORCH_LOGS walks this package while torch imports).
 """
@@ -40,4 +41,4 @@ No torch import here (TORCH_LOGS walks this package while torch imports).
 # The stages in import order: a module imports only its own stage, the stages
 # after it, and SHARED (tests/test_import_graph.py).
 STAGES = ("capture", "recording", "rendering", "serving")
-SHARED = ("spelling", "minted", "pin_recipes", "captured_values")
+SHARED = ("spelling", "minted", "pin_recipes", "captured_values", "class_paths")

@@ -47,6 +47,26 @@ def _meta(var: str, shape: list[Any], dtype: str, device: str, consts: _Consts) 
     return dims + [f"{var}.dtype is {consts.dtype(dtype)}", f"{var}.device == {consts.device(device)}"]
 
 
+# the hook dicts the fast check reads (the others hold entries only beside these)
+_HOOKS_READ = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _hook_lines(var: str, pos: int, path: str, held: dict[str, list[str]]) -> list[str]:
+    """A module's hook dicts as the capture ran them: empty, or holding the hooks
+    the last accepted call held (the table check, _pc_check_hooks, compares their
+    spellings and records them)."""
+    if not held:
+        return [f"        if {' or '.join(f'{var}.{a}' for a in _HOOKS_READ)}: return None"]
+    out = []
+    for attr in (*_HOOKS_READ, "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs"):
+        if attr in held:
+            out.append(f"        if tuple({var}.{attr}.values()) != _PC_HOOKS_SEEN.get(({pos}, {path!r}, "
+                       f"{attr!r})): return None")
+        else:
+            out.append(f"        if {var}.{attr}: return None")
+    return out
+
+
 def _state(t: Traced, params: list[Any], buffers: list[Any], state_names: dict[int, list[str]],
            consts: _Consts) -> list[str]:
     lines = ["def _pc_state_fast(args):",
@@ -65,6 +85,7 @@ def _state(t: Traced, params: list[Any], buffers: list[Any], state_names: dict[i
                 continue
             lines.append(f"        if len({var}._modules) != {len(children)} or len({var}._parameters) != "
                          f"{len(pkeys)} or len({var}._buffers) != {len(bkeys)}: return None")
+            lines += _hook_lines(var, pos, ".".join(path), t.hooks.get(pos, {}).get(".".join(path), {}))
             for key in children:
                 child = f"m{len(where)}"
                 where[(pos, (*path, key))] = child

@@ -3,8 +3,18 @@
 # torch_precompile/_makefx/driver.py; it reads the metadata constants above and
 # the program's ``call(flat_inputs)``.
 # ---------------------------------------------------------------------------
+import functools as _functools
+import hashlib as _hashlib
+import importlib as _importlib
+import inspect as _inspect
+import os as _os
+import sys as _sys
+import types as _types
+
 import torch as _torch
 import torch.utils._pytree as _pytree
+
+_pc_import = _importlib.import_module  # what the fingerprints part (joined below) imports by
 
 try:  # the shared error type when torch_precompile is installed; a local one otherwise
     from torch_precompile import PrecompileError as _PrecompileError
@@ -21,8 +31,110 @@ def _pc_fail(message):
     raise _PrecompileError(f"precompiled {FN_NAME}: {message}")
 
 
+# A module's hook dicts and the process-wide ones (_makefx/state.py spells them too).
+_PC_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+                  "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
+_PC_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                         "_global_backward_pre_hooks", "_global_forward_hooks_with_kwargs",
+                         "_global_forward_hooks_always_called")
+_PC_GLOBAL_HOOKS = [getattr(_torch.nn.modules.module, a, {}) for a in _PC_GLOBAL_HOOK_DICTS]
+# (position, module path, dict) -> the hooks the last accepted call found there
+_PC_HOOKS_SEEN = {}
+
+
+def _pc_hook_names(hooks):
+    out = []
+    for h in hooks.values():
+        name = getattr(h, "__qualname__", None) or type(h).__qualname__
+        out.append(f"{getattr(h, '__module__', None) or type(h).__module__}.{name}")
+    return ", ".join(out) or "none"
+
+
+def _pc_check_hooks(args):
+    """Every hook dict of every module against the hooks the trace ran (HOOKS; a
+    dict it lacks was empty): make_fx baked those into the graph, so a hook added,
+    removed or replaced since would not run, or run twice. Refuses naming it."""
+    for pos in STATE_NAMES:
+        held = HOOKS.get(pos, {})
+        for path, m in args[pos].named_modules(remove_duplicate=False):
+            for attr in _PC_HOOK_DICTS:
+                hooks = getattr(m, attr, None) or {}
+                want = held.get(path, {}).get(attr, [])
+                if [_pc_spell(h) for h in hooks.values()] != want:
+                    where = f"argument {pos}" + (f".{path}" if path else "")
+                    _pc_fail(f"{where}.{attr} holds {len(hooks)} hook(s) ({_pc_hook_names(hooks)}) and "
+                             f"the capture ran {len(want)} other or different one(s) there: the graph runs "
+                             "the capture's hooks only. Remove the hook for this call, or capture again "
+                             "with it registered")
+                if hooks:
+                    _PC_HOOKS_SEEN[(pos, path, attr)] = tuple(hooks.values())
+
+
+def _pc_check_global_hooks():
+    """The process-wide hook dicts (register_module_forward_hook and its siblings)."""
+    module = _torch.nn.modules.module
+    for attr in _PC_GLOBAL_HOOK_DICTS:
+        hooks = getattr(module, attr, None) or {}
+        want = GLOBAL_HOOKS.get(attr, [])
+        if [_pc_spell(h) for h in hooks.values()] != want:
+            _pc_fail(f"torch.nn.modules.module.{attr} holds {len(hooks)} hook(s) ({_pc_hook_names(hooks)}) "
+                     f"and the capture ran {len(want)} other or different one(s) there: the graph runs the "
+                     "capture's hooks only. Remove the hook for this call, or capture again with it "
+                     "registered")
+
+
+# (the dicts along a class's MRO, name, what the owner holds, function, code, defaults)
+# per CLASS_PATHS entry, as the last call verified them
+_PC_CLASS_FAST = []
+
+
+def _pc_class_paths():
+    """Each name along the MRO of a class of the traced modules that found a
+    function the trace ran must still find that function (_dynamo/class_paths.py):
+    a method rebound on its class, or a library class patched at capture and not
+    here, is refused naming both."""
+    for dicts, name, held, fn, code, defaults in _PC_CLASS_FAST:
+        if (dicts[-1].get(name) is not held or fn.__code__ is not code or fn.__defaults__ is not defaults
+                or any(name in d for d in dicts[:-1])):
+            break
+    else:
+        if _PC_CLASS_FAST or not CLASS_PATHS:
+            return
+    checks = []
+    for module, qualname, name, captured, fingerprint in CLASS_PATHS:
+        try:
+            cls = _pc_import(module)
+            for part in qualname.split("."):
+                cls = getattr(cls, part)
+        except (ImportError, AttributeError):
+            if module == "__main__":
+                continue  # another script: the class is not the capture's
+            _pc_fail(f"the class {module}.{qualname}, whose methods the capture traced, cannot be "
+                     "imported here; serve with the library the capture ran")
+        at, held = None, None
+        for i, klass in enumerate(cls.__mro__):
+            if name in klass.__dict__:
+                at, held = i, klass.__dict__[name]
+                break
+        fn = held
+        while isinstance(fn, (staticmethod, classmethod)):
+            fn = fn.__func__
+        if isinstance(fn, property):
+            fn = fn.fget
+        if not isinstance(fn, _types.FunctionType) or _pc_fingerprint(fn) != fingerprint:
+            found = "nothing" if at is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
+            _pc_fail(f"{module}.{qualname}.{name} finds {found} here, and the capture traced {captured} "
+                     "there (a method rebound on its class, or a library class patched in one process "
+                     "and not the other): the graph runs the captured code. Serve with the class as "
+                     "captured, or capture again")
+        checks.append((tuple(k.__dict__ for k in cls.__mro__[:at + 1]), name, held, fn, fn.__code__,
+                       fn.__defaults__))
+    _PC_CLASS_FAST[:] = checks
+
+
 def _pc_module_state(args):
     """The runtime models' params/buffers, in the captured order, checked leaf by leaf."""
+    _pc_check_hooks(args)
     tables = {}
     for pos, names in STATE_NAMES.items():
         m = args[pos]
@@ -135,6 +247,9 @@ def forward(*args, **kwargs):
         _pc_fail(f"a MakeFxTracer artifact takes positional arguments only, got {sorted(kwargs)}")
     if len(args) != NUM_ARGS:
         _pc_fail(f"takes {NUM_ARGS} positional arguments as at capture, got {len(args)}")
+    if GLOBAL_HOOKS or any(_PC_GLOBAL_HOOKS):
+        _pc_check_global_hooks()
+    _pc_class_paths()
     # The generated checks first; the tables refuse (naming why) or accept the rest.
     state = _pc_state_fast(args)
     if state is None:

@@ -81,6 +81,10 @@ def metadata(t: Traced, *, backend: str, fn_name: str) -> dict[str, Any]:
         "IN_SPEC": _input_spec(t.in_spec),
         "OUT_SPEC": _spec(t.out_spec, "output"),
         "USER_LEAVES": t.user_leaves,
+        # what the trace ran that the graph cannot show (state.py), checked per call
+        "HOOKS": t.hooks,
+        "GLOBAL_HOOKS": t.global_hooks,
+        "CLASS_PATHS": t.class_paths,
     }
 
 
@@ -214,8 +218,13 @@ def render(t: Traced, *, backend: str, fn_name: str) -> bytes:
         program = eager_program(t.gm)
     else:
         program, _bundle = inductor_program(t)
+    from .._dynamo.serving.driver import part_path
+
     with open(_DRIVER, encoding="utf-8") as f:
         driver = f.read()
+    # the spellings the hook and class-path checks compare (one implementation with
+    # the DynamoTracer driver's pins)
+    driver += "\n\n" + part_path("fingerprints").read_text(encoding="utf-8")
     meta = metadata(t, backend=backend, fn_name=fn_name)
     sep = "# " + "=" * 76 + "\n"
     code = (

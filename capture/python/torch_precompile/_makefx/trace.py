@@ -21,7 +21,7 @@ from torch.nn.utils import stateless
 
 from .._compat.makefx import refuses_unbacked_inputs
 from .._errors import PrecompileError
-from . import lifting
+from . import lifting, state as _state
 from .unbacked import fakeify, read_marks, refuse_unsupported_marks
 
 
@@ -40,6 +40,11 @@ class Traced:
     dynamic: bool
     # position -> the module tree as the driver's fast check walks it (module_tree)
     module_trees: dict[int, list[tuple[Any, ...]]] = dataclasses.field(default_factory=dict)
+    # what the trace ran that the graph cannot show (state.py): the hooks in force,
+    # and the methods it found through its modules' classes
+    hooks: dict[int, dict[str, dict[str, list[str]]]] = dataclasses.field(default_factory=dict)
+    global_hooks: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    class_paths: list[Any] = dataclasses.field(default_factory=list)
 
 
 def _leaf_paths(user_args: tuple[Any, ...], positions: list[int], count: int) -> list[str]:
@@ -119,6 +124,7 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
     num_pb = len(lifted.tensors)
     n_params = lifted.num_params
     state: dict[str, Any] = {}
+    codes: set[Any] = set()
 
     def flat_fn(*flat: Any) -> list[Any]:
         pb = flat[:num_pb]
@@ -134,7 +140,8 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
                 else:
                     full.append(user[ui])
                     ui += 1
-            result = fn(*full)
+            with _state.codes_run(codes):
+                result = fn(*full)
         grads = [p.grad for p in pb[:n_params]]
         given = [i for i, t in enumerate(flat[num_pb:]) if getattr(t, "grad", None) is not None]
         if given:
@@ -242,6 +249,9 @@ def trace(fn: Callable[..., Any], args: tuple[Any, ...], decompositions: dict | 
         result=result,
         dynamic=dynamic,
         module_trees={pos: module_tree(args[pos]) for pos in module_positions},
+        hooks=_state.hooks(args, module_positions),
+        global_hooks=_state.global_hooks(),
+        class_paths=_state.class_paths(args, module_positions, codes),
     )
 
 

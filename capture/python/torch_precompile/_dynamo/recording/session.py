@@ -194,6 +194,9 @@ class Session:
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         import torch
 
+        from .guard_switches import refuse_unsafe_switches
+
+        refuse_unsafe_switches()  # per call: a switch set between calls counts too
         self.calls += 1
         t = time.perf_counter()
         # The configuration is per call: code between calls runs in the ambient one.

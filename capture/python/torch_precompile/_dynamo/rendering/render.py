@@ -136,51 +136,6 @@ def traced_code(session: Any) -> list[tuple[str, str, str]]:
     return sorted(out)
 
 
-def class_paths(session: Any) -> list[tuple[str, str, str, str, str]]:
-    """(class module, class qualname, attribute, the function's name, its
-    fingerprint) for every name along
-    an MRO of a class the guards read that finds a function the capture traced
-    (``Net.extra``, ``LlamaRMSNorm.forward``, ``Module._call_impl``): the serving
-    call checks each name still finds that function where a call looks it up
-    (driver/pins.py ``_pc_class_paths_check``), which the qualified-name check of
-    ``_TRACED`` cannot see (a method rebound under another name, a library class
-    patched at capture and not at serve). A class no name imports is skipped: the
-    identity rule refuses or proves it (identity.py)."""
-    import types
-
-    from ..captured_values import fingerprint
-    from ..minted import recipe
-
-    traced = set(session.traced_codes)
-    out = set()
-    for cls in list(session.ledger.classes):
-        try:
-            r = recipe(cls)
-        except Exception:  # noqa: BLE001 - not nameable: nothing to check it by
-            r = None
-        if r is None or r[0] != "attr" or cls.__module__.startswith(("torch._dynamo", "torch._inductor")):
-            continue
-        seen: set[str] = set()
-        for klass in cls.__mro__:
-            for name, held in list(vars(klass).items()):
-                if name in seen:
-                    continue
-                seen.add(name)
-                fn = held
-                while isinstance(fn, (staticmethod, classmethod)):
-                    fn = fn.__func__
-                if isinstance(fn, property):
-                    fn = fn.fget
-                fn = getattr(fn, "_torchdynamo_inline", fn)
-                if isinstance(fn, types.FunctionType) and fn.__code__ in traced:
-                    try:
-                        out.add((cls.__module__, cls.__qualname__, name, f"{fn.__module__}.{fn.__qualname__}",
-                                 fingerprint(fn)))
-                    except Exception:  # noqa: BLE001 - a fingerprint that cannot be spelled
-                        continue
-    return sorted(out)
-
-
 def _package_for_install(entry: Any, records: list[dict[str, Any]]) -> Any:
     """The package entry as the records serve it: a code that lost a backend is
     bypassed (install() loads nothing of it) and a graphless frame served as
@@ -323,7 +278,9 @@ def render(session: Any, *, fn_name: str, bundle: bytes | None
     mode = _frames.serving_mode(records)
     reasons = risky_reasons(session, records)
     policy = set(summary.policy_dropped_guards)
-    paths = class_paths(session)
+    from ..class_paths import class_paths
+
+    paths = class_paths(session.ledger.classes, session.traced_codes)
     for r in records:
         r["pins"], r["variant_pins"] = _pins(session, r, policy)
         if paths and r["kind"] == _frames.COMPILED:
