@@ -55,10 +55,10 @@ def test_hooks_and_methods_found_through_a_class_are_checked(tmp_path: Path) -> 
     assert "model._modules['out']._forward_pre_hooks" in b["pre-hook on a submodule"], b
     assert "_global_forward_hooks holds 1 hook(s)" in b["global forward hook"], b
     assert "(the function __main__.by_buffer)" in b["hook reading a late buffer"], b
-    assert ("__main__.Net.extra finds the function __main__.Net.extra_b" in b["method rebound on its class"]
+    assert ("__main__.Net.extra finds __main__.Net.extra_b" in b["method rebound on its class"]
             and "captured with __main__.Net.extra_a" in b["method rebound on its class"]), b
     assert "__main__.Rebound.extra" in b["method rebound on a subclass"], b
-    assert ("LlamaRMSNorm.forward finds the function transformers.models.llama.modeling_llama."
+    assert ("LlamaRMSNorm.forward finds transformers.models.llama.modeling_llama."
             "LlamaRMSNorm.forward" in b["library class patched at capture only"]
             and "captured with __main__.fused_forward" in b["library class patched at capture only"]), b
     # hooks in force at capture: the same ones registered again serve; another is refused by name

@@ -66,8 +66,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          lambda b, w, r: f"process group backend={b} world_size={w} rank={'any' if r is None else r}",
          "_pc_group_check"),
     Kind("config", ("module", "key", "value"), lambda m, k, v: f"{m}.{k} == {v!r}", "_pc_config_check"),
-    # guards.hook_pin: a module's or the process-wide hook dict, by how many hooks it holds
-    Kind("hooks", ("count",), lambda n: f"{n} hook(s), as at capture", "_pc_hooks_test"),
+    # guards.hook_pin: a module's hook dicts or the process-wide ones, by how many hooks each holds
+    Kind("hooks", ("prefix", "counts"),
+         lambda prefix, counts: f"{sum(counts)} {prefix.strip('_') + ' ' if prefix else ''}hook(s), as at capture",
+         "_pc_hooks_test"),
     # class_paths.py: the methods the trace reached through a class, by where a call finds them
     Kind("class_paths", ("paths",), lambda paths: f"{len(paths)} method(s) found through their classes",
          "_pc_class_paths_check"),

@@ -83,9 +83,7 @@ def _pc_check_global_hooks():
                      "registered")
 
 
-# (the dicts along a class's MRO, name, what the owner holds, function, code, defaults)
-# per CLASS_PATHS entry, as the last call verified them
-_PC_CLASS_FAST = []
+_PC_CLASS_PATHS = []  # the check, made at the first call (fingerprints' _pc_class_paths_checker)
 
 
 def _pc_class_paths():
@@ -93,43 +91,9 @@ def _pc_class_paths():
     function the trace ran must still find that function (_dynamo/class_paths.py):
     a method rebound on its class, or a library class patched at capture and not
     here, is refused naming both."""
-    for dicts, name, held, fn, code, defaults in _PC_CLASS_FAST:
-        if (dicts[-1].get(name) is not held or fn.__code__ is not code or fn.__defaults__ is not defaults
-                or any(name in d for d in dicts[:-1])):
-            break
-    else:
-        if _PC_CLASS_FAST or not CLASS_PATHS:
-            return
-    checks = []
-    for module, qualname, name, captured, fingerprint in CLASS_PATHS:
-        try:
-            cls = _pc_import(module)
-            for part in qualname.split("."):
-                cls = getattr(cls, part)
-        except (ImportError, AttributeError):
-            if module == "__main__":
-                continue  # another script: the class is not the capture's
-            _pc_fail(f"the class {module}.{qualname}, whose methods the capture traced, cannot be "
-                     "imported here; serve with the library the capture ran")
-        at, held = None, None
-        for i, klass in enumerate(cls.__mro__):
-            if name in klass.__dict__:
-                at, held = i, klass.__dict__[name]
-                break
-        fn = held
-        while isinstance(fn, (staticmethod, classmethod)):
-            fn = fn.__func__
-        if isinstance(fn, property):
-            fn = fn.fget
-        if not isinstance(fn, _types.FunctionType) or _pc_fingerprint(fn) != fingerprint:
-            found = "nothing" if at is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
-            _pc_fail(f"{module}.{qualname}.{name} finds {found} here, and the capture traced {captured} "
-                     "there (a method rebound on its class, or a library class patched in one process "
-                     "and not the other): the graph runs the captured code. Serve with the class as "
-                     "captured, or capture again")
-        checks.append((tuple(k.__dict__ for k in cls.__mro__[:at + 1]), name, held, fn, fn.__code__,
-                       fn.__defaults__))
-    _PC_CLASS_FAST[:] = checks
+    if not _PC_CLASS_PATHS:
+        _PC_CLASS_PATHS.append(_pc_class_paths_checker([tuple(p) for p in CLASS_PATHS], "the capture traced"))
+    _PC_CLASS_PATHS[0]()
 
 
 def _pc_module_state(args):

@@ -132,6 +132,7 @@ class Ledger:
         # by the trace these guards are for, through a process group or os.environ
         rank_read = process_groups.take_rank_reads() | process_groups.reads_environ(e.name for e in entries)
         configs = library_objects.config_roots(entries, [not k for k in default])
+        hooks = hook_counts(entries)
         arguments = _keyword_arguments(current.python_code if current is not None else None)
         facts = set()
         runtime = []
@@ -151,7 +152,7 @@ class Ledger:
                 # serialized guards only as invariant or checked by its pin
                 verdict = identity.judge(e)
                 pin, proof = verdict.pin, verdict.why if verdict.kind == identity.INVARIANT else ""
-            pin = pin or hook_pin(e)
+            pin = pin or hook_pin(e, hooks)
             self._note_class(e)
             code = " ; ".join(normalize(p) for p in _compat.code_parts(e))
             facts.add(Fact(e.guard_type, slot_source(e.name), code, _fingerprint(e), keep, why, pin, proof))
@@ -461,29 +462,45 @@ def proof_of(e: Any) -> str:
 
 
 
-# A module's hook dicts and the process-wide ones (torch.nn.modules.module).
-HOOK_DICTS = frozenset({
-    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-    "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
-    "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-    "_global_backward_pre_hooks", "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called"})
+# The hook dicts a call of a module reads, its own and the process-wide ones
+# (torch.nn.modules.module): every hook lands in one of these four; the
+# with_kwargs / always_called companions hold entries only beside them.
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_HOOK_OWNERS = {**{d: "" for d in HOOK_DICTS}, **{"_global" + d: "_global" for d in HOOK_DICTS}}
 
 
-def hook_pin(e: Any) -> tuple[str, tuple[Any, ...]] | None:
-    """A pin on a hook dict the trace read: how many hooks it holds. Dynamo
-    guards an empty one with EMPTY_NN_MODULE_HOOKS_DICT, which emits no check
-    under its default ``skip_nnmodule_hook_guards`` (and the process-wide dicts
-    by their type alone); the hooks a non-empty one holds are traced into the
-    graph and checked by their own pins. So a hook added, or removed, in the
-    serving process is refused instead of silently not run."""
+def hook_counts(entries: Sequence[Any]) -> dict[str, tuple[str, dict[str, int]]]:
+    """owner expression -> (dict prefix, dict name -> hooks held) for every hook
+    dict the frame's guards read (a module's, or torch.nn.modules.module's)."""
+    out: dict[str, tuple[str, dict[str, int]]] = {}
+    for e in entries:
+        src = e.orig_guard.originating_source
+        if (type(src).__name__ == "AttrSource" and src.member in _HOOK_OWNERS and e.has_value
+                and isinstance(e.value, dict) and src.base is not None):
+            prefix = _HOOK_OWNERS[src.member]
+            out.setdefault(src.base.name, (prefix, {}))[1][src.member[len(prefix):]] = len(e.value)
+    return out
+
+
+def hook_pin(e: Any, counts: dict[str, tuple[str, dict[str, int]]]) -> tuple[str, tuple[Any, ...]] | None:
+    """A pin on the owner of a hook dict the trace read: how many hooks each of
+    its four dicts holds. Dynamo guards an empty one with
+    EMPTY_NN_MODULE_HOOKS_DICT, which emits no check under its default
+    ``skip_nnmodule_hook_guards`` (and the process-wide dicts by their type
+    alone); the hooks a non-empty one holds are traced into the graph and checked
+    by their own pins. So a hook added, or removed, in the serving process is
+    refused instead of silently not run. One pin per module: its four dicts read
+    in one expression."""
     from ..pin_recipes import make
 
     src = e.orig_guard.originating_source
-    if (type(src).__name__ != "AttrSource" or src.member not in HOOK_DICTS or not e.has_value
-            or not isinstance(e.value, dict)):
+    if type(src).__name__ != "AttrSource" or src.member not in _HOOK_OWNERS or src.base is None:
         return None
-    expr = src.name
-    return (expr, make("hooks", len(e.value))) if plain_expression(expr) else None
+    owner = src.base.name
+    if owner not in counts or not plain_expression(owner):
+        return None
+    prefix, held = counts[owner]
+    return (owner, make("hooks", prefix, tuple(held.get(d, 0) for d in HOOK_DICTS)))
 
 
 def pin_of(e: Any) -> tuple[str, tuple[str, ...]] | None:

@@ -142,3 +142,76 @@ def _pc_check_traced(traced):
         if not any(_pc_code_digest(fn.__code__) == digest for fn in live):
             _pc_fail(f"{module}.{qualname} changed since the capture (its code is not the code "
                      "the capture traced and compiled); capture again")
+
+
+def _pc_class_paths_checker(paths, captured_with):
+    """check() for (class module, class qualname, attribute, captured function's
+    name, its fingerprint) paths: each attribute must still find, along the
+    class's MRO, a function of that fingerprint (a method rebound on its class,
+    a library class patched in one process and not the other, is refused naming
+    both). A class no import reaches here is refused, but one of ``__main__``,
+    which another script does not define. The fast path is one generated
+    function of the class dicts, what each owner held and each function's code
+    and defaults as the last call verified them."""
+    fast = [None]
+
+    def verify():
+        proxies, names, lines, seen = {}, {}, [], set()
+
+        def const(obj):
+            if id(obj) not in names:
+                names[id(obj)] = (f"k{len(names)}", obj)
+            return names[id(obj)][0]
+
+        for module, qualname, name, captured, fingerprint in paths:
+            try:
+                cls = _pc_import(module)
+                for part in qualname.split("."):
+                    cls = getattr(cls, part)
+            except (ImportError, AttributeError):
+                if module == "__main__":
+                    continue
+                _pc_fail(f"the class {module}.{qualname}, whose methods the capture traced, cannot be "
+                         "imported here; serve with the library the capture ran")
+            at = next((i for i, k in enumerate(cls.__mro__) if name in k.__dict__), None)
+            held = None if at is None else cls.__mro__[at].__dict__[name]
+            fn = held
+            while isinstance(fn, (staticmethod, classmethod)):
+                fn = fn.__func__
+            if isinstance(fn, property):
+                fn = fn.fget
+            fn = getattr(fn, "_torchdynamo_inline", fn)
+            if not isinstance(fn, _types.FunctionType) or _pc_fingerprint(fn) != fingerprint:
+                found = "nothing" if at is None else (
+                    f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+                    + (f" (from {cls.__mro__[at].__qualname__})" if at else ""))
+                same = found.split(" (from ")[0] == captured
+                _pc_fail(f"{module}.{qualname}.{name} finds {found} here, and {captured_with} "
+                         f"{'another version of it' if same else captured} there (a method rebound on its "
+                         "class, or a library class patched in one process and not the other): the graph "
+                         "runs the captured code. Serve with the class as captured, or capture again")
+            found_now = getattr(cls, name)
+            if found_now is getattr(cls, name):  # what the class's own lookup finds, one read
+                read = f"{const(cls)}.{name}" if name.isidentifier() else f"getattr({const(cls)}, {name!r})"
+                checks = [(("found", id(cls), name), f"{read} is not {const(found_now)}")]
+            else:  # a classmethod binds anew on each read: the dicts along the MRO
+                for k in cls.__mro__[:at + 1]:
+                    proxies.setdefault(k, k.__dict__)
+                owner = proxies[cls.__mro__[at]]
+                checks = [(("held", id(owner), name), f"{const(owner)}.get({name!r}) is not {const(held)}"),
+                          *((("absent", id(k), name), f"{name!r} in {const(proxies[k])}")
+                            for k in cls.__mro__[:at])]
+            checks.append((("fn", id(fn)), f"{const(fn)}.__code__ is not {const(fn.__code__)} or "
+                                           f"{const(fn)}.__defaults__ is not {const(fn.__defaults__)}"))
+            for key, line in checks:
+                if key not in seen:
+                    seen.add(key)
+                    lines.append(f"    if {line}: return False")
+        ns = {n: obj for n, obj in names.values()}
+        exec(compile("def fast():\n" + "\n".join(lines) + "\n    return True\n", "<class paths>", "exec"), ns)
+        fast[0] = ns["fast"]
+
+    def check():
+        if fast[0] is None or not fast[0]():
+            verify()
+    return check

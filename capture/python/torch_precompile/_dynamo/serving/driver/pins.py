@@ -239,25 +239,41 @@ def _pc_spelled_test(frame, expr, recipe):
     return lambda value: None if value is not _PC_GONE and repr(value) == text else why
 
 
+# The four hook dicts of a module (prefix "") or of torch.nn.modules.module ("_global").
+_PC_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
 def _pc_hooks_test(frame, expr, recipe):
-    """A module's hook dict, or a process-wide one: as many hooks as the capture
-    ran with. The graph holds the hooks in force at capture (each checked by a pin
-    of its own); Dynamo leaves an empty dict unguarded (skip_nnmodule_hook_guards),
-    so a hook added since would not run at all."""
-    count = recipe[1]
+    """A module's hook dicts, or the process-wide ones: as many hooks as the
+    capture ran with, in each. The graph holds the hooks in force at capture (each
+    checked by a pin of its own); Dynamo leaves an empty dict unguarded
+    (skip_nnmodule_hook_guards), so a hook added since would not run at all."""
+    _kind, prefix, counts = recipe
     slot = _pc_spelled_slot(expr)
 
-    def test(hooks):
-        try:
-            held = [_pc_named(h) for h in hooks.values()]
-        except Exception:  # noqa: BLE001 - not a hook dict any more
-            return (f"{slot} is not the hook dict {frame['name']!r} was captured with; capture again")
-        if len(held) == count:
-            return None
-        return (f"{slot} holds {len(held)} hook(s) ({', '.join(held) or 'none'}) and {frame['name']!r} "
-                f"was captured with {count} there: the graph runs the capture's hooks only. Remove "
-                "the hook for this call, or capture again with it registered")
+    def test(owner):
+        for name, count in zip(_PC_HOOK_DICTS, counts):
+            try:
+                hooks = getattr(owner, prefix + name)
+                held = [_pc_named(h) for h in hooks.values()]
+            except Exception:  # noqa: BLE001 - not a hook dict any more
+                return f"{slot}.{prefix}{name} is not the hook dict {frame['name']!r} was captured with; capture again"
+            if len(held) != count:
+                return (f"{slot}.{prefix}{name} holds {len(held)} hook(s) ({', '.join(held) or 'none'}) and "
+                        f"{frame['name']!r} was captured with {count} there: the graph runs the capture's "
+                        "hooks only. Remove the hook for this call, or capture again with it registered")
+        return None
     return test
+
+
+def _pc_hooks_fast(recipe):
+    """The fast condition of a hooks pin: its owner's four dicts read in one expression."""
+    _kind, prefix, counts = recipe
+    # the owner's instance dict read once (a module's attribute reads are slow)
+    names = [f"(d := vars(v))[{prefix + _PC_HOOK_DICTS[0]!r}]"] + [f"d[{prefix + n!r}]" for n in _PC_HOOK_DICTS[1:]]
+    if not any(counts):
+        return "not (" + " or ".join(names) + ")"
+    return " and ".join(f"len({n}) == {c}" for n, c in zip(names, counts))
 
 
 # kind -> (test maker, fast condition or None: always tested)
@@ -276,7 +292,7 @@ _PC_PIN_TESTS = {
     "wrapper": (_pc_wrapper_test, None),
     "optimizer": (_pc_optimizer_test, None),
     "spelled": (_pc_spelled_test, None),
-    "hooks": (_pc_hooks_test, "len(v) == {n}"),
+    "hooks": (_pc_hooks_test, None),  # its fast condition: _pc_hooks_fast
 }
 
 # What a pinned binding that can no longer be read holds: it has moved.
@@ -318,7 +334,8 @@ def _pc_pin_checks(frame, pins, scope):
         reads.append(eval(compile(f"lambda G, L: {expr}", "<pin>", "eval"), {"__builtins__": _builtins}))
         tests.append(make(frame, expr, recipe))
         lines.append(f"    v = {_pc_shared_reads(expr, lines, prefixes)}")
-        held = f"not ({fast.format(i=i, n=recipe[1] if recipe[0] == 'hooks' else None)}) and " if fast else ""
+        fast = _pc_hooks_fast(recipe) if recipe[0] == "hooks" else fast  # four dicts, one read
+        held = f"not ({fast.format(i=i)}) and " if fast else ""
         lines.append(f"    if {held}S({i}, v, L, G) is not None: return False")
 
     def settle(i, value, f_locals, scope_):
@@ -381,17 +398,22 @@ def _pc_shared_reads(expr, lines, prefixes):
     if not (isinstance(node, _ast.Name) and node.id in ("G", "L")) or not chain:
         return expr
 
-    def tail(step):  # ".attr" or "[key]": the step's own text after its base's
-        return _ast.unparse(step)[len(_ast.unparse(step.value)):]
+    def read(base, step):  # the step off its base: ".attr" or "[key]"
+        if isinstance(step, _ast.Attribute) and step.attr == "_modules":
+            # a module's children, from its instance dict: nn.Module's __getattr__
+            # makes every attribute read take the slow path (a miss here falls to
+            # the pins' explained path, which reads the attribute itself)
+            return f"vars({base})['_modules']"
+        return base + _ast.unparse(step)[len(_ast.unparse(step.value)):]
 
     base = node.id
     for step in reversed(chain[1:]):
         text = _ast.unparse(step)
         if text not in prefixes:
             prefixes[text] = f"p{len(prefixes)}"
-            lines.append(f"    {prefixes[text]} = {base}{tail(step)}")
+            lines.append(f"    {prefixes[text]} = {read(base, step)}")
         base = prefixes[text]
-    return base + tail(chain[0])
+    return read(base, chain[0])
 
 
 def _pc_pins(frame, scope):
@@ -487,56 +509,15 @@ def _pc_config_check(frame, recipe):
 def _pc_class_paths_check(frame, recipe):
     """The methods the trace reached through a class (``self.extra``, a base's
     ``forward``): each name must still find, along the class's MRO, a function
-    of the fingerprint the capture traced. Dynamo trusts a class's contents once
-    its identity matches; no identity outlives the process, so a method rebound
-    on its class, or a library class patched in one process and not the other,
-    is seen here. Fast path: the dicts along each MRO hold the objects the last
-    call verified."""
+    of the fingerprint the capture traced (fingerprints.py's
+    ``_pc_class_paths_checker``). Dynamo trusts a class's contents once its
+    identity matches; no identity outlives the process, so a method rebound on
+    its class, or a library class patched in one process and not the other, is
+    seen here."""
     paths = [tuple(p) for p in recipe[1]]
     main = getattr(_sys.modules.get("__main__"), "__file__", None)
     main = _os.path.realpath(main) if isinstance(main, str) else None
     if main != globals().get("MAIN_SCRIPT"):  # another script: its classes are not the capture's
         paths = [p for p in paths if p[0] != "__main__"]
-    fast = []
-
-    def resolve(module, qualname, name):
-        cls = _pc_make(("attr", module, qualname), f"the class {module}.{qualname}")
-        for i, klass in enumerate(cls.__mro__):
-            held = klass.__dict__.get(name, _PC_GONE)
-            if held is not _PC_GONE:
-                return cls, i, held
-        return cls, None, _PC_GONE
-
-    def verify():
-        checks = []
-        for module, qualname, name, captured, fingerprint in paths:
-            cls, at, held = resolve(module, qualname, name)
-            fn = held
-            while isinstance(fn, (staticmethod, classmethod)):
-                fn = fn.__func__
-            if isinstance(fn, property):
-                fn = fn.fget
-            fn = getattr(fn, "_torchdynamo_inline", fn)
-            if not isinstance(fn, _types.FunctionType) or _pc_fingerprint(fn) != fingerprint:
-                found = "nothing" if held is _PC_GONE else _pc_named(fn)
-                where = "" if at is None else f" (from {cls.__mro__[at].__qualname__})"
-                same = (found == f"the function {captured}")
-                _pc_fail(f"{module}.{qualname}.{name} finds {found}{where} here, and {frame['name']!r} "
-                         f"was captured with {'another version of it' if same else captured} there (a "
-                         "method rebound on its class, or a library class patched in one process and "
-                         "not the other): the graph runs the captured code. Serve with the class as "
-                         "captured, or capture again")
-            dicts = tuple(k.__dict__ for k in cls.__mro__[:at + 1])
-            checks.append((dicts, name, held, fn, fn.__code__, fn.__defaults__))
-        fast[:] = checks
-
-    def check(_scope, _f_locals):
-        for dicts, name, held, fn, code, defaults in fast:
-            if (dicts[-1].get(name) is not held or fn.__code__ is not code or fn.__defaults__ is not defaults
-                    or any(name in d for d in dicts[:-1])):
-                break
-        else:
-            if fast or not paths:
-                return
-        verify()
-    return check
+    check = _pc_class_paths_checker(paths, f"{frame['name']!r} was captured with")
+    return lambda _scope, _f_locals: check()
