@@ -56,6 +56,8 @@ def _pc_check_hooks(args):
     removed or replaced since would not run, or run twice. Refuses naming it."""
     for pos in STATE_NAMES:
         held = HOOKS.get(pos, {})
+        if not isinstance(args[pos], _torch.nn.Module):
+            continue  # refused by the structure check, naming what it is
         for path, m in args[pos].named_modules(remove_duplicate=False):
             for attr in _PC_HOOK_DICTS:
                 hooks = getattr(m, attr, None) or {}
