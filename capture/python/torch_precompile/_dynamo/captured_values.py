@@ -28,7 +28,7 @@ _PARTS = tuple(part_path(name) for name in ("dynamo_state", "dynamo_free_checks"
 _NAMES = ("_PC_VALUE_GUARDS", "_PC_CAPTURED", "_pc_register_captured", "_pc_captured_value",
           "_pc_captured_values", "_pc_unaddressed", "_pc_fsdp_modules_kept", "_pc_fsdp_class", "_pc_stand_in",
           "_pc_without_policy_slots", "_pc_spell", "_pc_code_digest", "_pc_fingerprint",
-          "_pc_builtin_key", "_pc_builtin_name", "_pc_live_functions")
+          "_pc_builtin_key", "_pc_builtin_name", "_pc_live_functions", "_pc_class_function")
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,6 +94,11 @@ def fingerprint(fn: Any) -> str:
     """The driver's ``_pc_fingerprint``: a function's code, defaults and closure
     values as a digest the serving process computes alike."""
     return _driver_part()["_pc_fingerprint"](fn)
+
+
+def class_function(held: Any) -> Any:
+    """The driver's ``_pc_class_function``: the function a class attribute calls."""
+    return _driver_part()["_pc_class_function"](held)
 
 
 def spell(value: Any) -> str:

@@ -17,23 +17,13 @@ from typing import Any, Iterable
 Path = tuple[str, str, str, str, str]  # class module, class qualname, attribute, function name, fingerprint
 
 
-def _function(held: Any) -> Any:
-    """The function a class attribute calls: through static and class methods,
-    a property's getter and a TorchScript function's Python."""
-    while isinstance(held, (staticmethod, classmethod)):
-        held = held.__func__
-    if isinstance(held, property):
-        held = held.fget
-    return getattr(held, "_torchdynamo_inline", held)
-
-
 def class_paths(classes: Iterable[type], traced: Iterable[Any]) -> list[Path]:
     """(class module, class qualname, attribute, the function's name, its
     fingerprint) for every name along the MRO of each class that finds a function
     whose code the trace ran (``Net.extra``, ``LlamaRMSNorm.forward``,
     ``Module._call_impl``). A class no name imports is skipped: the identity rule
     refuses or proves it (recording/identity.py)."""
-    from .captured_values import fingerprint
+    from .captured_values import class_function, fingerprint
     from .minted import recipe
 
     codes = set(traced)
@@ -51,7 +41,7 @@ def class_paths(classes: Iterable[type], traced: Iterable[Any]) -> list[Path]:
                 if name in seen:
                     continue
                 seen.add(name)
-                fn = _function(held)
+                fn = class_function(held)
                 if isinstance(fn, types.FunctionType) and fn.__code__ in codes:
                     try:
                         out.add((cls.__module__, cls.__qualname__, name, f"{fn.__module__}.{fn.__qualname__}",

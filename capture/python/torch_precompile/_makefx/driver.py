@@ -42,12 +42,16 @@ _PC_GLOBAL_HOOKS = [getattr(_torch.nn.modules.module, a, {}) for a in _PC_GLOBAL
 _PC_HOOKS_SEEN = {}
 
 
-def _pc_hook_names(hooks):
-    out = []
-    for h in hooks.values():
-        name = getattr(h, "__qualname__", None) or type(h).__qualname__
-        out.append(f"{getattr(h, '__module__', None) or type(h).__module__}.{name}")
-    return ", ".join(out) or "none"
+def _pc_same_hooks(where, hooks, want):
+    """Refuse unless the hook dict at ``where`` holds the hooks the trace ran
+    (their spellings, in order), naming the ones it holds."""
+    if [_pc_spell(h) for h in hooks.values()] == want:
+        return
+    names = ", ".join(f"{getattr(h, '__module__', None) or type(h).__module__}."
+                      f"{getattr(h, '__qualname__', None) or type(h).__qualname__}" for h in hooks.values())
+    _pc_fail(f"{where} holds {len(hooks)} hook(s) ({names or 'none'}) and the capture ran {len(want)} "
+             "other or different one(s) there: the graph runs the capture's hooks only. Remove the hook "
+             "for this call, or capture again with it registered")
 
 
 def _pc_check_hooks(args):
@@ -62,12 +66,7 @@ def _pc_check_hooks(args):
             for attr in _PC_HOOK_DICTS:
                 hooks = getattr(m, attr, None) or {}
                 want = held.get(path, {}).get(attr, [])
-                if [_pc_spell(h) for h in hooks.values()] != want:
-                    where = f"argument {pos}" + (f".{path}" if path else "")
-                    _pc_fail(f"{where}.{attr} holds {len(hooks)} hook(s) ({_pc_hook_names(hooks)}) and "
-                             f"the capture ran {len(want)} other or different one(s) there: the graph runs "
-                             "the capture's hooks only. Remove the hook for this call, or capture again "
-                             "with it registered")
+                _pc_same_hooks(f"argument {pos}" + (f".{path}" if path else "") + f".{attr}", hooks, want)
                 if hooks:
                     _PC_HOOKS_SEEN[(pos, path, attr)] = tuple(hooks.values())
 
@@ -78,11 +77,7 @@ def _pc_check_global_hooks():
     for attr in _PC_GLOBAL_HOOK_DICTS:
         hooks = getattr(module, attr, None) or {}
         want = GLOBAL_HOOKS.get(attr, [])
-        if [_pc_spell(h) for h in hooks.values()] != want:
-            _pc_fail(f"torch.nn.modules.module.{attr} holds {len(hooks)} hook(s) ({_pc_hook_names(hooks)}) "
-                     f"and the capture ran {len(want)} other or different one(s) there: the graph runs the "
-                     "capture's hooks only. Remove the hook for this call, or capture again with it "
-                     "registered")
+        _pc_same_hooks(f"torch.nn.modules.module.{attr}", hooks, want)
 
 
 _PC_CLASS_PATHS = []  # the check, made at the first call (fingerprints' _pc_class_paths_checker)

@@ -123,14 +123,32 @@ def _pc_live_functions(module, qualname):
     return out
 
 
+def _pc_runs_captured_main():
+    """Whether this process's __main__ is the script the capture ran (MAIN_SCRIPT):
+    under another script, what ``__main__`` names is not the capture's."""
+    main = getattr(_sys.modules.get("__main__"), "__file__", None)
+    main = _os.path.realpath(main) if isinstance(main, str) else None
+    return main == globals().get("MAIN_SCRIPT")
+
+
+def _pc_class_function(held):
+    """The function a class attribute calls: through static and class methods, a
+    property's getter and a TorchScript function's Python (the capture records
+    class paths by it too)."""
+    while isinstance(held, (staticmethod, classmethod)):
+        held = held.__func__
+    if isinstance(held, property):
+        held = held.fget
+    return getattr(held, "_torchdynamo_inline", held)
+
+
 def _pc_check_traced(traced):
     """Refuse when code the capture traced changed since (an edited helper, a method
     rebound on its class, a library patched in place): the graphs and transformed
     bytecode encode the captured code. (module, qualname, code digest) per function."""
-    main = getattr(_sys.modules.get("__main__"), "__file__", None)
-    main = _os.path.realpath(main) if isinstance(main, str) else None
+    other_main = not _pc_runs_captured_main()
     for module, qualname, digest in traced:
-        if module == "__main__" and main != globals().get("MAIN_SCRIPT"):
+        if module == "__main__" and other_main:
             continue  # another script: what it passes arrives as a value, checked by its pin
         if (module, qualname) == (FN_MODULE, FN_QUALNAME):
             continue  # the entry: checked at load, before a zero-code mode binds the artifact there
@@ -175,12 +193,7 @@ def _pc_class_paths_checker(paths, captured_with):
                          "imported here; serve with the library the capture ran")
             at = next((i for i, k in enumerate(cls.__mro__) if name in k.__dict__), None)
             held = None if at is None else cls.__mro__[at].__dict__[name]
-            fn = held
-            while isinstance(fn, (staticmethod, classmethod)):
-                fn = fn.__func__
-            if isinstance(fn, property):
-                fn = fn.fget
-            fn = getattr(fn, "_torchdynamo_inline", fn)
+            fn = _pc_class_function(held)
             if not isinstance(fn, _types.FunctionType) or _pc_fingerprint(fn) != fingerprint:
                 found = "nothing" if at is None else (
                     f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"

@@ -515,9 +515,7 @@ def _pc_class_paths_check(frame, recipe):
     its class, or a library class patched in one process and not the other, is
     seen here."""
     paths = [tuple(p) for p in recipe[1]]
-    main = getattr(_sys.modules.get("__main__"), "__file__", None)
-    main = _os.path.realpath(main) if isinstance(main, str) else None
-    if main != globals().get("MAIN_SCRIPT"):  # another script: its classes are not the capture's
+    if not _pc_runs_captured_main():  # another script: its classes are not the capture's
         paths = [p for p in paths if p[0] != "__main__"]
     check = _pc_class_paths_checker(paths, f"{frame['name']!r} was captured with")
     return lambda _scope, _f_locals: check()
